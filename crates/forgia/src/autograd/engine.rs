@@ -1,0 +1,317 @@
+//! The backward engine: validate seeds, count consumer edges in an iterative prepare walk,
+//! then drain pending counters, firing each node exactly once, on the calling thread and —
+//! for heavy independent branches — on the library's pool. It never names an op.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use super::mode::set_grad_enabled;
+use super::node::{Node, VjpCtx, IDLE, PENDING, RUNNING};
+use crate::error::{fail, Error, ErrorKind, Result};
+use crate::tensor::Tensor;
+
+/// How a backward pass runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackwardOptions {
+    /// Keep records and saved tensors so the graph can be backpropagated again.
+    pub retain_graph: bool,
+    /// Run records with recording on, so the gradients are themselves differentiable
+    /// (Hessian-vector products, gradient penalties). Implies keeping the graph.
+    pub create_graph: bool,
+    /// Run the whole pass on the calling thread.
+    pub serial: bool,
+    /// Fail with `AnomalyDetected`, naming the op, when a record produces a NaN or infinity.
+    pub detect_anomaly: bool,
+}
+
+/// A record is shipped to another pool thread only when its estimated work reaches this many
+/// multiply-adds; smaller ones run inline (a hand-off costs more than it saves).
+pub(crate) const ASYNC_WORK_THRESHOLD: usize = 1 << 22;
+
+// Relaxed: pass ids only need to be unique; nothing is published through this counter.
+static NEXT_PASS: AtomicU64 = AtomicU64::new(1);
+
+/// State shared by every task of one pass.
+struct Pass {
+    options: BackwardOptions,
+    retain: bool,
+    error: Mutex<Option<Error>>,
+    failed: AtomicBool,
+}
+
+/// Runs one backward pass from `outputs` with optional explicit `seeds` (same length).
+pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: BackwardOptions) -> Result<()> {
+    if outputs.len() != seeds.len() {
+        return fail(ErrorKind::InvalidArgument {
+            op: "backward_many",
+            arg: "seeds",
+            reason: format!("{} outputs but {} seeds", outputs.len(), seeds.len()),
+        });
+    }
+    // 1. Validate everything before any counter is installed (failure atomicity).
+    let mut roots: Vec<(Arc<Node>, Option<Tensor>)> = Vec::with_capacity(outputs.len());
+    for (out, seed) in outputs.iter().zip(seeds) {
+        let Some(node) = out.node.clone() else { return fail(ErrorKind::NoGradientGraph) };
+        // Acquire: pairs with the Release store that marked a completed pass.
+        if node.done.load(Ordering::Acquire) {
+            return fail(ErrorKind::BackwardAlreadyRun);
+        }
+        let seed = match seed {
+            Some(s) if s.shape() != out.shape() => {
+                return fail(ErrorKind::ShapeMismatch {
+                    op: "backward",
+                    lhs: out.shape().to_vec(),
+                    rhs: s.shape().to_vec(),
+                })
+            }
+            Some(s) => Some(if options.create_graph { (*s).clone() } else { s.detach() }),
+            None if !node.leaf && node.grad.lock().acc.is_some() => None,
+            None if out.numel() == 1 => Some(Tensor::ones(out.shape())),
+            None => return fail(ErrorKind::MissingOutputGradient { shape: out.shape().to_vec() }),
+        };
+        roots.push((node, seed));
+    }
+
+    // 2. Count consumer edges.
+    let pass_id = NEXT_PASS.fetch_add(1, Ordering::Relaxed);
+    let mut visited: Vec<Arc<Node>> = Vec::new();
+    if let Err(e) = prepare(&roots, pass_id, &mut visited) {
+        rollback(&visited);
+        return Err(e);
+    }
+
+    // 3. Deliver the seeds; each counts as one pending contribution of its output.
+    let pass = Pass {
+        options,
+        retain: options.retain_graph || options.create_graph,
+        error: Mutex::new(None),
+        failed: AtomicBool::new(false),
+    };
+    let mut ready: Vec<Arc<Node>> = Vec::new();
+    for (node, seed) in &roots {
+        if let Some(s) = seed {
+            accumulate(node, s.clone(), options.create_graph);
+        }
+        // AcqRel: see `fire`.
+        if !node.leaf && node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            ready.push(node.clone());
+        }
+    }
+
+    // 4. Drain.
+    let use_pool = !options.serial
+        && crate::parallel::num_threads() > 1
+        && visited.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).nth(1).is_some();
+    if use_pool {
+        crate::parallel::pool().in_place_scope(|scope| {
+            for node in ready {
+                drain(node, &pass, Some(scope));
+            }
+        });
+    } else {
+        for node in ready {
+            drain(node, &pass, None);
+        }
+    }
+
+    if let Some(e) = pass.error.into_inner() {
+        rollback(&visited);
+        return Err(e);
+    }
+    if !pass.retain {
+        for (node, _) in &roots {
+            if !node.leaf {
+                // Release: a later `run` on another thread that sees `done` sees a finished pass.
+                node.done.store(true, Ordering::Release);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The prepare walk: an explicit stack, one pending contribution per consumer edge (and per
+/// seed), and a visit of a node's parents only on its idle → pending transition.
+fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Vec<Arc<Node>>) -> Result<()> {
+    let mut stack: Vec<Arc<Node>> = roots.iter().filter(|(n, _)| !n.leaf).map(|(n, _)| n.clone()).collect();
+    while let Some(node) = stack.pop() {
+        // Acquire on success: we take the node over from whoever left it idle.
+        match node.state.compare_exchange(IDLE, PENDING, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => {
+                // Relaxed: the counter and marker are only read by this thread until the drain
+                // starts, and spawning a task (or the AcqRel drain) publishes them.
+                node.pass.store(pass_id, Ordering::Relaxed);
+                node.pending.store(1, Ordering::Relaxed);
+                visited.push(node.clone());
+                let edge = node.edge.lock();
+                let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
+                stack.extend(edge.parents.iter().flatten().filter(|p| !p.leaf).cloned());
+            }
+            Err(_) => {
+                if node.pass.load(Ordering::Relaxed) != pass_id {
+                    return fail(ErrorKind::ConcurrentBackward);
+                }
+                node.pending.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Returns every node a failed pass counted to idle, with no counter stranded and the partial
+/// sums it produced freed.
+fn rollback(visited: &[Arc<Node>]) {
+    for node in visited {
+        node.grad.lock().acc = None;
+        node.pending.store(0, Ordering::Relaxed);
+        node.pass.store(0, Ordering::Relaxed);
+        // Release: the next pass's Acquire CAS sees the reset counter and slots.
+        node.state.store(IDLE, Ordering::Release);
+    }
+}
+
+/// Fires ready nodes depth-first from `start`. With a scope, when a firing readies several
+/// heavy nodes, all but one are spawned on the pool and this thread keeps one.
+fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
+    let mut local = vec![start];
+    while let Some(node) = local.pop() {
+        // Acquire: pairs with the Release store of the task that failed.
+        if pass.failed.load(Ordering::Acquire) {
+            return;
+        }
+        match fire(&node, pass) {
+            Ok(ready) => match scope {
+                Some(scope) => {
+                    let heavy = ready.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).count();
+                    let mut to_spawn = heavy.saturating_sub(1);
+                    for next in ready {
+                        if to_spawn > 0 && next.work >= ASYNC_WORK_THRESHOLD {
+                            to_spawn -= 1;
+                            scope.spawn(move |s| drain(next, pass, Some(s)));
+                        } else {
+                            local.push(next);
+                        }
+                    }
+                }
+                None => local.extend(ready),
+            },
+            Err(e) => {
+                pass.error.lock().get_or_insert(e);
+                pass.failed.store(true, Ordering::Release);
+                return;
+            }
+        }
+    }
+}
+
+/// Runs one node's record with its complete gradient, delivers the operand gradients and
+/// returns the operands that became ready.
+fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
+    let options = &pass.options;
+    // Relaxed: only this thread touches the node while it runs.
+    node.state.store(RUNNING, Ordering::Relaxed);
+    let gy = {
+        let mut slot = node.grad.lock();
+        let g = slot.acc.take();
+        if node.retain.load(Ordering::Relaxed) {
+            if let Some(g) = &g {
+                let kept = match slot.retained.take() {
+                    None => g.clone(),
+                    Some(r) => sum(*r, g, options.create_graph),
+                };
+                slot.retained = Some(Box::new(kept));
+            }
+        }
+        g
+    };
+    let mut edge_slot = node.edge.lock();
+    let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
+    let mut grads = None;
+    if let Some(gy) = gy.as_ref().filter(|_| edge.parents.iter().any(Option::is_some)) {
+        let _mode = set_grad_enabled(options.create_graph);
+        let cx = VjpCtx { node, parents: &edge.parents, create_graph: options.create_graph };
+        let out = edge.record.backward(&cx, gy)?;
+        check(edge.record.name(), &edge.parents, &out, options.detect_anomaly)?;
+        grads = Some(out);
+    }
+    let mut ready = SmallVec::new();
+    for (i, parent) in edge.parents.iter().enumerate() {
+        let Some(parent) = parent else { continue };
+        if let Some(g) = grads.as_mut().and_then(|gs| gs[i].take()) {
+            accumulate(parent, g, options.create_graph);
+        }
+        // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
+        // every contribution the other threads delivered before their decrements.
+        if !parent.leaf && parent.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            ready.push(parent.clone());
+        }
+    }
+    if !pass.retain {
+        // Frees the saved tensors and the links to the operands as the pass runs.
+        *edge_slot = None;
+    }
+    drop(edge_slot);
+    node.pass.store(0, Ordering::Relaxed);
+    // Release: a later pass's Acquire CAS on the state sees everything this firing did.
+    node.state.store(IDLE, Ordering::Release);
+    Ok(ready)
+}
+
+/// Validates a record's output before any of it is delivered.
+fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &[Option<Tensor>], anomaly: bool) -> Result<()> {
+    if grads.len() != parents.len() {
+        return fail(ErrorKind::MissingBackwardGradient { op, operand: grads.len().min(parents.len()) });
+    }
+    for (i, (p, g)) in parents.iter().zip(grads).enumerate() {
+        let (Some(p), Some(g)) = (p, g) else { continue };
+        if g.shape() != &p.shape[..] {
+            return fail(ErrorKind::GradientShapeMismatch {
+                op,
+                operand: i,
+                expected: p.shape.to_vec(),
+                got: g.shape().to_vec(),
+            });
+        }
+        if anomaly && g.with_data(|d| d.iter().any(|v| !v.is_finite())) {
+            return fail(ErrorKind::AnomalyDetected { op, operand: i });
+        }
+    }
+    Ok(())
+}
+
+/// Adds a contribution to a node's accumulator under its lock.
+pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) {
+    let mut slot = node.grad.lock();
+    slot.acc = Some(match slot.acc.take() {
+        None => g,
+        Some(acc) => sum(acc, &g, differentiable),
+    });
+}
+
+/// `acc + g` for gradient accumulation: in place when `acc` owns its buffer outright, else a
+/// fresh buffer (a buffer shared with anyone — a user's snapshot, a view — is never mutated).
+fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> Tensor {
+    if differentiable && (acc.node.is_some() || g.node.is_some()) {
+        let _mode = set_grad_enabled(true);
+        return acc.add(g).expect("gradient shapes were checked against the node");
+    }
+    let exclusive = acc.layout.offset == 0
+        && acc.layout.is_contiguous()
+        && acc.storage.as_slice().len() == acc.numel()
+        && Arc::get_mut(&mut acc.storage).is_some();
+    if exclusive {
+        let dst = Arc::get_mut(&mut acc.storage).expect("checked exclusive above");
+        g.with_data(|src| crate::kernels::pointwise::add_assign(dst.as_mut_slice(), src));
+        return acc;
+    }
+    let data = crate::kernels::pointwise::zip_broadcast(
+        acc.storage.as_slice(),
+        &acc.layout,
+        g.storage.as_slice(),
+        &g.layout,
+        |a, b| a + b,
+    );
+    Tensor::from_parts(data, acc.shape())
+}

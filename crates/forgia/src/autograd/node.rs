@@ -1,0 +1,189 @@
+//! The graph node: gradient accumulator under a lock, atomic pending counter, state, pass
+//! marker, and the backward record with its operands' nodes. Plus the `Backward` trait every
+//! op's record implements and the one funnel (`attach`) that decides whether an op result
+//! gets a node.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+
+use super::mode::is_grad_enabled;
+use crate::error::{fail, ErrorKind, Result};
+use crate::tensor::{Shape, Tensor};
+
+/// Gradients a record returns, one slot per operand (`None`: no contribution).
+pub(crate) type Grads = SmallVec<[Option<Tensor>; 2]>;
+
+/// The backward half of an op: given the gradient of the loss with respect to the op's output,
+/// produce the gradient with respect to each operand (a vector–Jacobian product).
+///
+/// Records keep what they need as named fields holding *detached* tensors (no node), so the
+/// engine can free them as soon as the node fires and a record never owns a graph edge; the
+/// context hands the nodes back (`VjpCtx::input`, `VjpCtx::output`) when a pass builds a graph.
+pub(crate) trait Backward: Send + Sync {
+    /// The op's name, for errors and `Display`.
+    fn name(&self) -> &'static str;
+
+    /// The VJP. Computes a gradient only for operands with `cx.needs_grad(i)`.
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads>;
+
+    /// Work units (about one multiply-add each) of this backward, so the engine can run heavy
+    /// independent branches on the pool. Small ops keep the default.
+    fn estimated_work(&self) -> usize {
+        0
+    }
+}
+
+/// What a record sees while it runs: which operands need a gradient, and whether the pass
+/// builds a graph of the gradients themselves (`create_graph`).
+pub(crate) struct VjpCtx<'a> {
+    pub(super) node: &'a Arc<Node>,
+    pub(super) parents: &'a [Option<Arc<Node>>],
+    pub(super) create_graph: bool,
+}
+
+impl VjpCtx<'_> {
+    /// True when operand `i` is not a constant.
+    pub(crate) fn needs_grad(&self, i: usize) -> bool {
+        self.parents.get(i).is_some_and(Option::is_some)
+    }
+
+    /// True during a `create_graph` pass (records then run with recording on).
+    pub(crate) fn create_graph(&self) -> bool {
+        self.create_graph
+    }
+
+    /// The saved value of operand `i`, reconnected to its node in a `create_graph` pass.
+    pub(crate) fn input(&self, i: usize, saved: &Tensor) -> Tensor {
+        let mut t = saved.clone();
+        if self.create_graph {
+            t.node = self.parents[i].clone();
+        }
+        t
+    }
+
+    /// The saved output of this op, reconnected to this node in a `create_graph` pass.
+    pub(crate) fn output(&self, saved: &Tensor) -> Tensor {
+        let mut t = saved.clone();
+        if self.create_graph {
+            t.node = Some(self.node.clone());
+        }
+        t
+    }
+
+    /// Fails with `DoubleBackwardUnsupported` in a `create_graph` pass: for records that use a
+    /// fused, non-differentiable kernel.
+    pub(crate) fn fused(&self, op: &'static str) -> Result<()> {
+        if self.create_graph {
+            return fail(ErrorKind::DoubleBackwardUnsupported { op });
+        }
+        Ok(())
+    }
+}
+
+/// A record and the nodes of its operands (`None` for constants).
+pub(super) struct Edge {
+    pub(super) record: Box<dyn Backward>,
+    pub(super) parents: SmallVec<[Option<Arc<Node>>; 2]>,
+}
+
+/// Node states: idle between passes, pending once a pass counted it, running while it fires.
+pub(super) const IDLE: u8 = 0;
+pub(super) const PENDING: u8 = 1;
+pub(super) const RUNNING: u8 = 2;
+
+/// The gradient slots of a node.
+#[derive(Default)]
+pub(super) struct GradSlot {
+    /// The accumulator: a leaf's gradient, or an interior node's incoming sum during a pass.
+    pub(super) acc: Option<Tensor>,
+    /// An interior node's gradient kept by `retain_grad`.
+    pub(super) retained: Option<Box<Tensor>>,
+}
+
+/// One node of the implicit graph. Owned by `Arc`: the values that point at it keep it alive.
+pub(crate) struct Node {
+    pub(super) shape: Shape,
+    pub(super) name: &'static str,
+    pub(super) work: usize,
+    pub(super) leaf: bool,
+    pub(super) grad: Mutex<GradSlot>,
+    /// Consumer edges not yet delivered in the current pass.
+    pub(super) pending: AtomicU32,
+    pub(super) state: AtomicU8,
+    /// The id of the pass that counted this node (0 when idle).
+    pub(super) pass: AtomicU64,
+    /// Set when a non-retained pass with this node as an output completed.
+    pub(super) done: AtomicBool,
+    pub(super) retain: AtomicBool,
+    /// `None` for a leaf, and for an interior node whose record a pass released.
+    pub(super) edge: Mutex<Option<Edge>>,
+}
+
+impl Node {
+    fn new(shape: &[usize], name: &'static str, work: usize, edge: Option<Edge>) -> Node {
+        Node {
+            shape: shape.into(),
+            name,
+            work,
+            leaf: edge.is_none(),
+            grad: Mutex::new(GradSlot::default()),
+            pending: AtomicU32::new(0),
+            state: AtomicU8::new(IDLE),
+            pass: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            retain: AtomicBool::new(false),
+            edge: Mutex::new(edge),
+        }
+    }
+
+    /// A leaf node (a variable).
+    pub(crate) fn leaf(shape: &[usize]) -> Node {
+        Node::new(shape, "variable", 0, None)
+    }
+
+    /// True for a variable's node.
+    pub(crate) fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+
+    /// The name of the op that made this node ("variable" for leaves).
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl Drop for Node {
+    /// Drops the chain of ancestors iteratively: a node whose last owner goes away hands its
+    /// parents to an explicit stack instead of recursing, so a 1,000,000-op chain drops
+    /// without overflowing the stack.
+    fn drop(&mut self) {
+        let Some(edge) = self.edge.get_mut().take() else { return };
+        let mut stack: Vec<Arc<Node>> = edge.parents.into_iter().flatten().collect();
+        drop(edge.record);
+        while let Some(node) = stack.pop() {
+            if let Some(mut inner) = Arc::into_inner(node) {
+                if let Some(e) = inner.edge.get_mut().take() {
+                    stack.extend(e.parents.into_iter().flatten());
+                }
+                // `inner` drops here with no edge left, so its own Drop does not recurse.
+            }
+        }
+    }
+}
+
+/// The one funnel every differentiable op ends in: returns `value` as a constant when grad
+/// mode is off or no operand has a node, and otherwise attaches a node holding the record
+/// built by `record` (built lazily, so the inference path clones nothing).
+pub(crate) fn attach<R: Backward + 'static>(value: Tensor, inputs: &[&Tensor], record: impl FnOnce() -> R) -> Tensor {
+    if !is_grad_enabled() || inputs.iter().all(|t| t.node.is_none()) {
+        return value;
+    }
+    let record = record();
+    let (name, work) = (record.name(), record.estimated_work());
+    let edge = Edge { parents: inputs.iter().map(|t| t.node.clone()).collect(), record: Box::new(record) };
+    let node = Node::new(value.shape(), name, work, Some(edge));
+    Tensor { node: Some(Arc::new(node)), ..value }
+}

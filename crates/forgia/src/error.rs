@@ -1,0 +1,264 @@
+//! The one error type of the library: an [`Error`] wrapping a `#[non_exhaustive]` [`ErrorKind`]
+//! whose variants carry the op name and the shapes involved.
+
+use std::fmt;
+
+/// Shorthand for `std::result::Result<T, forgia::Error>`.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// What went wrong, with the op name and the shapes involved.
+///
+/// Bad input from a caller (shapes, axes, indices, files, options) always arrives here as an
+/// `Err`; panics are reserved for broken internal invariants.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Two operands whose shapes do not fit together (broadcasting, matmul, seeds, …).
+    #[error("{op}: shapes {lhs:?} and {rhs:?} do not match")]
+    ShapeMismatch {
+        /// The op that checked the shapes.
+        op: &'static str,
+        /// The first shape.
+        lhs: Vec<usize>,
+        /// The second shape.
+        rhs: Vec<usize>,
+    },
+    /// An operand of the wrong rank.
+    #[error("{op}: expected {expected}, got shape {shape:?}")]
+    RankMismatch {
+        /// The op.
+        op: &'static str,
+        /// What rank the op wants, in words ("rank 2", "rank >= 1").
+        expected: &'static str,
+        /// The shape it got.
+        shape: Vec<usize>,
+    },
+    /// An axis index outside `-rank..rank`.
+    #[error("{op}: axis {axis} out of range for rank {rank}")]
+    AxisOutOfRange {
+        /// The op.
+        op: &'static str,
+        /// The axis as given.
+        axis: isize,
+        /// The rank of the tensor.
+        rank: usize,
+    },
+    /// An axis named that the tensor does not carry.
+    #[error("{op}: no axis named {name:?} in {names:?}")]
+    UnknownAxisName {
+        /// The op.
+        op: &'static str,
+        /// The name asked for.
+        name: String,
+        /// The tensor's axis names.
+        names: Vec<Option<String>>,
+    },
+    /// Axis names of two operands that disagree.
+    #[error("{op}: axis names {lhs:?} and {rhs:?} do not match")]
+    AxisNameMismatch {
+        /// The op.
+        op: &'static str,
+        /// Names of the first operand.
+        lhs: Vec<Option<String>>,
+        /// Names of the second operand.
+        rhs: Vec<Option<String>>,
+    },
+    /// The same axis given twice.
+    #[error("{op}: axis {axis} given more than once")]
+    DuplicateAxis {
+        /// The op.
+        op: &'static str,
+        /// The (normalized) axis.
+        axis: usize,
+    },
+    /// A reshape whose element counts differ, or a view that cannot be expressed.
+    #[error("{op}: cannot reshape {from:?} into {to:?}")]
+    InvalidReshape {
+        /// The op.
+        op: &'static str,
+        /// The source shape.
+        from: Vec<usize>,
+        /// The requested shape (with `usize::MAX` for an inferred `-1` axis).
+        to: Vec<usize>,
+    },
+    /// A data buffer whose length does not match the shape.
+    #[error("{op}: {got} values do not fill shape {shape:?} ({expected} elements)")]
+    LengthMismatch {
+        /// The op.
+        op: &'static str,
+        /// The shape.
+        shape: Vec<usize>,
+        /// Elements the shape holds.
+        expected: usize,
+        /// Elements supplied.
+        got: usize,
+    },
+    /// An op that needs at least one element got an empty tensor.
+    #[error("{op}: empty tensor of shape {shape:?}")]
+    EmptyTensor {
+        /// The op.
+        op: &'static str,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// `item()` or a scalar-only op on a tensor with more than one element.
+    #[error("{op}: expected one element, got shape {shape:?}")]
+    NotScalar {
+        /// The op.
+        op: &'static str,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// An integer index outside its axis.
+    #[error("{op}: index {index} out of range for axis of size {size}")]
+    IndexOutOfRange {
+        /// The op.
+        op: &'static str,
+        /// The offending index.
+        index: i64,
+        /// The size of the axis indexed.
+        size: usize,
+    },
+    /// A scalar argument outside its domain (a zero step, a negative eps, …).
+    #[error("{op}: invalid {arg}: {reason}")]
+    InvalidArgument {
+        /// The op.
+        op: &'static str,
+        /// The argument's name.
+        arg: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `backward` on a tensor that carries no graph (a constant).
+    #[error("backward: the tensor has no gradient graph (it is a constant)")]
+    NoGradientGraph,
+    /// `backward` on an output with more than one element and no seed.
+    #[error("backward: output of shape {shape:?} needs an explicit seed (backward_with_grad)")]
+    MissingOutputGradient {
+        /// The output's shape.
+        shape: Vec<usize>,
+    },
+    /// A second `backward` over a graph whose first pass did not retain it.
+    #[error("backward: this graph was already backpropagated (use retain_graph to run it again)")]
+    BackwardAlreadyRun,
+    /// A pass reached a node whose record was released by an earlier, non-retained pass.
+    #[error("backward: the graph through {op} was released by an earlier pass (use retain_graph)")]
+    GraphReleased {
+        /// The op whose record is gone.
+        op: &'static str,
+    },
+    /// Two passes reached the same interior node at once.
+    #[error("backward: another backward pass is running through the same graph")]
+    ConcurrentBackward,
+    /// A backward record returned a gradient of the wrong shape.
+    #[error("{op}: backward returned a gradient of shape {got:?} for operand {operand} of shape {expected:?}")]
+    GradientShapeMismatch {
+        /// The op whose record misbehaved.
+        op: &'static str,
+        /// The operand slot.
+        operand: usize,
+        /// The operand's shape.
+        expected: Vec<usize>,
+        /// The returned shape.
+        got: Vec<usize>,
+    },
+    /// A backward record returned no gradient for an operand that needs one.
+    #[error("{op}: backward returned no gradient for operand {operand}")]
+    MissingBackwardGradient {
+        /// The op.
+        op: &'static str,
+        /// The operand slot.
+        operand: usize,
+    },
+    /// Mutable data access on a tensor that is part of a graph.
+    #[error("{op}: mutable access to a tensor with a gradient node (use no_grad, or detach)")]
+    MutableDataRequiresNoGrad {
+        /// The accessor.
+        op: &'static str,
+    },
+    /// A `create_graph` pass through a record that uses a fused, non-differentiable kernel.
+    #[error("{op}: backward of this op is not differentiable (create_graph unsupported)")]
+    DoubleBackwardUnsupported {
+        /// The op.
+        op: &'static str,
+    },
+    /// Anomaly mode found a NaN or infinity in a gradient.
+    #[error("{op}: backward produced a non-finite gradient for operand {operand}")]
+    AnomalyDetected {
+        /// The op whose record produced it.
+        op: &'static str,
+        /// The operand slot.
+        operand: usize,
+    },
+    /// A checkpointed block returned a tensor that does not depend on any variable.
+    #[error("checkpoint: the block's output is not differentiable")]
+    CheckpointOutputNotDifferentiable,
+    /// An error from a user-supplied closure (checkpoint block, gradcheck loss, custom op).
+    #[error("{context}: {source}")]
+    Nested {
+        /// Where the nested error surfaced.
+        context: &'static str,
+        /// The error itself.
+        source: Box<Error>,
+    },
+    /// Reading or writing a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A malformed or mismatched checkpoint file.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The library's error: a boxed [`ErrorKind`] (keeps `Result` one pointer wide).
+pub struct Error(Box<ErrorKind>);
+
+impl Error {
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0
+    }
+
+    /// Unwraps into the kind.
+    pub fn into_kind(self) -> ErrorKind {
+        *self.0
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Self {
+        Error(Box::new(kind))
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.0)
+    }
+}
+
+/// Builds an `Err(Error)` from a kind; used by every check in `ops/` and `tensor/`.
+pub(crate) fn fail<T>(kind: ErrorKind) -> Result<T> {
+    Err(Error::from(kind))
+}

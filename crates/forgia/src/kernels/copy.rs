@@ -1,0 +1,47 @@
+//! Strided gathers and scatters between a layout and a packed buffer.
+
+use rayon::prelude::*;
+
+use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
+use crate::tensor::layout::{for_each_offset, offset_of};
+use crate::tensor::Layout;
+
+/// The elements of `layout` over `src`, packed row-major.
+pub(crate) fn gather(src: &[f32], layout: &Layout) -> Vec<f32> {
+    let n = layout.numel();
+    if let Some(r) = layout.contiguous_range() {
+        return src[r].to_vec();
+    }
+    let rank = layout.rank();
+    if n >= PARALLEL_ELEMENTS && rank > 0 {
+        let inner = layout.shape[rank - 1];
+        let stride = layout.strides[rank - 1];
+        let mut out = vec![0.0f32; n];
+        let rows_per_chunk = (CHUNK_ELEMENTS / inner.max(1)).max(1);
+        parallel::install(|| {
+            out.par_chunks_mut(rows_per_chunk * inner).enumerate().for_each(|(c, chunk)| {
+                for (r, row) in chunk.chunks_mut(inner).enumerate() {
+                    let mut off = offset_of(layout, (c * rows_per_chunk + r) * inner) as isize;
+                    for v in row {
+                        *v = src[off as usize];
+                        off += stride;
+                    }
+                }
+            })
+        });
+        return out;
+    }
+    let mut out = Vec::with_capacity(n);
+    for_each_offset(layout, |o| out.push(src[o]));
+    out
+}
+
+/// Adds the packed `values` into `dst` at the positions of `layout` (positions may repeat on
+/// broadcast axes; every repeat adds).
+pub(crate) fn scatter_add(dst: &mut [f32], layout: &Layout, values: &[f32]) {
+    let mut i = 0;
+    for_each_offset(layout, |o| {
+        dst[o] += values[i];
+        i += 1;
+    });
+}

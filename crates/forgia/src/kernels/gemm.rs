@@ -1,0 +1,115 @@
+//! Matrix products through the `gemm` crate. Operands are strided views: a transposed operand
+//! is a swap of its strides, never a copy.
+
+use crate::parallel::{self, PARALLEL_GEMM_WORK};
+
+/// A strided matrix operand inside a slice: element `(i, j)` is at
+/// `offset + i * row_stride + j * col_stride`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MatRef<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) offset: usize,
+    pub(crate) row_stride: isize,
+    pub(crate) col_stride: isize,
+}
+
+impl MatRef<'_> {
+    /// One past the largest offset a `rows × cols` read touches; panics on negative strides
+    /// (an internal invariant: `ops/` only builds non-negative ones).
+    fn end(&self, rows: usize, cols: usize) -> usize {
+        assert!(self.row_stride >= 0 && self.col_stride >= 0, "gemm operands have non-negative strides");
+        if rows == 0 || cols == 0 {
+            return self.offset;
+        }
+        self.offset + (rows - 1) * self.row_stride as usize + (cols - 1) * self.col_stride as usize + 1
+    }
+}
+
+/// `c = beta_c * c + alpha * a · b` for an `m × k` `a` and a `k × n` `b`, into the packed
+/// row-major `m × n` block `c`. With `accumulate == false` the old `c` is ignored.
+pub(crate) fn gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: &mut [f32],
+    accumulate: bool,
+    alpha: f32,
+) {
+    assert!(a.end(m, k) <= a.data.len() && b.end(k, n) <= b.data.len(), "gemm operand out of bounds");
+    assert!(c.len() >= m * n, "gemm output too small");
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            c[..m * n].fill(0.0);
+        }
+        return;
+    }
+    let work = m * n * k;
+    let threads = if work >= PARALLEL_GEMM_WORK { parallel::num_threads() } else { 1 };
+    let mut run = || {
+        let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+        // SAFETY: the bounds of every operand were asserted above for the given strides and
+        // sizes; `c` is an exclusive, packed m × n block (row stride n, column stride 1) that
+        // aliases neither input (it is a `&mut` borrow distinct from the `&` inputs).
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                accumulate,
+                a.data.as_ptr().add(a.offset),
+                a.col_stride,
+                a.row_stride,
+                b.data.as_ptr().add(b.offset),
+                b.col_stride,
+                b.row_stride,
+                1.0,
+                alpha,
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    };
+    if threads > 1 {
+        parallel::install(run)
+    } else {
+        run()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn matches_a_triple_loop_on_odd_sizes() {
+        for &(m, n, k) in &[(1, 1, 1), (7, 33, 5), (33, 7, 257), (257, 1, 7)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+            let mut c = vec![0.0; m * n];
+            let ar = MatRef { data: &a, offset: 0, row_stride: k as isize, col_stride: 1 };
+            let br = MatRef { data: &b, offset: 0, row_stride: n as isize, col_stride: 1 };
+            gemm(m, n, k, ar, br, &mut c, false, 1.0);
+            assert_eq!(c, naive(m, n, k, &a, &b), "{m}x{n}x{k}");
+        }
+    }
+}

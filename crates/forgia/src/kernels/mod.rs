@@ -1,0 +1,7 @@
+//! Math on pre-checked slices and layouts. Kernels never allocate a tensor, never fail and know
+//! nothing about graphs; `ops/` validates inputs and wraps the results.
+
+pub(crate) mod copy;
+pub(crate) mod gemm;
+pub(crate) mod pointwise;
+pub(crate) mod reduce;

@@ -1,0 +1,162 @@
+//! Elementwise kernels: unary maps and binary maps with NumPy broadcasting. A contiguous fast
+//! path, and rayon chunking above `PARALLEL_ELEMENTS`.
+
+use rayon::prelude::*;
+
+use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
+use crate::tensor::layout::offset_of;
+use crate::tensor::Layout;
+
+/// `out[i] = f(x[i])` over a packed slice.
+pub(crate) fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+    let mut out = vec![0.0f32; x.len()];
+    map_into(x, &mut out, f);
+    out
+}
+
+/// `out[i] = f(x[i])` into an existing buffer of the same length.
+pub(crate) fn map_into(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync) {
+    if x.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            out.par_chunks_mut(CHUNK_ELEMENTS).zip(x.par_chunks(CHUNK_ELEMENTS)).for_each(|(o, x)| {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    *o = f(x);
+                }
+            })
+        });
+    } else {
+        for (o, &x) in out.iter_mut().zip(x) {
+            *o = f(x);
+        }
+    }
+}
+
+/// `out[i] = f(a[i], b[i])` over two packed slices of equal length.
+pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+    debug_assert_eq!(a.len(), b.len());
+    let mut out = vec![0.0f32; a.len()];
+    if a.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            out.par_chunks_mut(CHUNK_ELEMENTS)
+                .zip(a.par_chunks(CHUNK_ELEMENTS).zip(b.par_chunks(CHUNK_ELEMENTS)))
+                .for_each(|(o, (a, b))| {
+                    for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
+                        *o = f(a, b);
+                    }
+                })
+        });
+    } else {
+        for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
+            *o = f(a, b);
+        }
+    }
+    out
+}
+
+/// `out[i] = f(a[i], b[i], c[i])` over three packed slices of equal length.
+pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32 + Sync) -> Vec<f32> {
+    let mut out = vec![0.0f32; a.len()];
+    let body = |o: &mut [f32], a: &[f32], b: &[f32], c: &[f32]| {
+        for i in 0..o.len() {
+            o[i] = f(a[i], b[i], c[i]);
+        }
+    };
+    if a.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            out.par_chunks_mut(CHUNK_ELEMENTS).enumerate().for_each(|(ci, o)| {
+                let s = ci * CHUNK_ELEMENTS;
+                let e = s + o.len();
+                body(o, &a[s..e], &b[s..e], &c[s..e]);
+            })
+        });
+    } else {
+        body(&mut out, a, b, c);
+    }
+    out
+}
+
+/// `f(a, b)` where `a` and `b` are layouts already broadcast to the same output shape.
+pub(crate) fn zip_broadcast(
+    a: &[f32],
+    la: &Layout,
+    b: &[f32],
+    lb: &Layout,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Vec<f32> {
+    let n = la.numel();
+    if let (Some(ra), Some(rb)) = (la.contiguous_range(), lb.contiguous_range()) {
+        return zip(&a[ra], &b[rb], f);
+    }
+    let mut out = vec![0.0f32; n];
+    let rank = la.rank();
+    if n == 0 {
+        return out;
+    }
+    if rank == 0 {
+        out[0] = f(a[la.offset], b[lb.offset]);
+        return out;
+    }
+    let inner = la.shape[rank - 1];
+    let (sa, sb) = (la.strides[rank - 1], lb.strides[rank - 1]);
+    let rows = |first_row: usize, chunk: &mut [f32]| {
+        for (r, row) in chunk.chunks_mut(inner).enumerate() {
+            let linear = (first_row + r) * inner;
+            let (mut oa, mut ob) = (offset_of(la, linear) as isize, offset_of(lb, linear) as isize);
+            match (sa, sb) {
+                (1, 1) => {
+                    let (pa, pb) = (&a[oa as usize..oa as usize + inner], &b[ob as usize..ob as usize + inner]);
+                    for i in 0..inner {
+                        row[i] = f(pa[i], pb[i]);
+                    }
+                }
+                (1, 0) => {
+                    let (pa, vb) = (&a[oa as usize..oa as usize + inner], b[ob as usize]);
+                    for i in 0..inner {
+                        row[i] = f(pa[i], vb);
+                    }
+                }
+                (0, 1) => {
+                    let (va, pb) = (a[oa as usize], &b[ob as usize..ob as usize + inner]);
+                    for i in 0..inner {
+                        row[i] = f(va, pb[i]);
+                    }
+                }
+                _ => {
+                    for v in row.iter_mut() {
+                        *v = f(a[oa as usize], b[ob as usize]);
+                        oa += sa;
+                        ob += sb;
+                    }
+                }
+            }
+        }
+    };
+    if n >= PARALLEL_ELEMENTS && inner > 0 {
+        let rows_per_chunk = (CHUNK_ELEMENTS / inner).max(1);
+        parallel::install(|| {
+            out.par_chunks_mut(rows_per_chunk * inner)
+                .enumerate()
+                .for_each(|(c, chunk)| rows(c * rows_per_chunk, chunk))
+        });
+    } else if inner > 0 {
+        rows(0, &mut out);
+    }
+    out
+}
+
+/// `acc[i] += g[i]` in place (the gradient accumulator's fast path).
+pub(crate) fn add_assign(acc: &mut [f32], g: &[f32]) {
+    if acc.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            acc.par_chunks_mut(CHUNK_ELEMENTS).zip(g.par_chunks(CHUNK_ELEMENTS)).for_each(|(a, g)| {
+                for (a, &g) in a.iter_mut().zip(g) {
+                    *a += g;
+                }
+            })
+        });
+    } else {
+        for (a, &g) in acc.iter_mut().zip(g) {
+            *a += g;
+        }
+    }
+}

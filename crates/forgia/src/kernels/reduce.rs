@@ -1,0 +1,127 @@
+//! Reductions over the middle axis of a packed `[outer, red, inner]` view. `ops/` permutes
+//! any set of axes into that form first.
+
+use rayon::prelude::*;
+
+use crate::parallel::{self, PARALLEL_ELEMENTS};
+
+/// `out[o, i] = Σ_r x[o, r, i]`.
+pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; outer * inner];
+    let block = |o: usize, dst: &mut [f32]| {
+        let base = &x[o * red * inner..(o + 1) * red * inner];
+        if inner == 1 {
+            // Row sum: four independent accumulators let the compiler vectorize.
+            let mut acc = [0.0f32; 8];
+            let chunks = base.chunks_exact(8);
+            let rest = chunks.remainder();
+            for c in chunks {
+                for k in 0..8 {
+                    acc[k] += c[k];
+                }
+            }
+            dst[0] = acc.iter().sum::<f32>() + rest.iter().sum::<f32>();
+        } else {
+            for r in 0..red {
+                for (d, &v) in dst.iter_mut().zip(&base[r * inner..(r + 1) * inner]) {
+                    *d += v;
+                }
+            }
+        }
+    };
+    if x.len() >= PARALLEL_ELEMENTS && outer > 1 {
+        parallel::install(|| out.par_chunks_mut(inner.max(1)).enumerate().for_each(|(o, d)| block(o, d)));
+    } else if x.len() >= PARALLEL_ELEMENTS && inner >= 1024 {
+        // One outer block, wide inner: split the inner columns.
+        let cols = 256;
+        parallel::install(|| {
+            out.par_chunks_mut(cols).enumerate().for_each(|(c, d)| {
+                for r in 0..red {
+                    let row = &x[r * inner + c * cols..r * inner + c * cols + d.len()];
+                    for (d, &v) in d.iter_mut().zip(row) {
+                        *d += v;
+                    }
+                }
+            })
+        });
+    } else {
+        for (o, d) in out.chunks_mut(inner.max(1)).enumerate().take(outer) {
+            block(o, d);
+        }
+    }
+    out
+}
+
+/// The extremum over the middle axis and the position of its first occurrence.
+/// `max = true` takes the maximum, else the minimum. NaN wins (it propagates).
+pub(crate) fn extremum(x: &[f32], outer: usize, red: usize, inner: usize, max: bool) -> (Vec<f32>, Vec<usize>) {
+    let mut vals = vec![0.0f32; outer * inner];
+    let mut args = vec![0usize; outer * inner];
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut best = x[o * red * inner + i];
+            let mut arg = 0;
+            for r in 1..red {
+                let v = x[(o * red + r) * inner + i];
+                if best.is_nan() {
+                    break;
+                }
+                let better = if max { v > best } else { v < best };
+                if better || v.is_nan() {
+                    best = v;
+                    arg = r;
+                }
+            }
+            vals[o * inner + i] = best;
+            args[o * inner + i] = arg;
+        }
+    }
+    (vals, args)
+}
+
+/// `out[o, i] = Π_r x[o, r, i]`.
+pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
+    let mut out = vec![1.0f32; outer * inner];
+    for o in 0..outer {
+        for r in 0..red {
+            for i in 0..inner {
+                out[o * inner + i] *= x[(o * red + r) * inner + i];
+            }
+        }
+    }
+    out
+}
+
+/// Running sum along the middle axis (same shape as `x`); `reverse` sums from the end.
+pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool) -> Vec<f32> {
+    let mut out = vec![0.0f32; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = 0.0f32;
+            for step in 0..red {
+                let r = if reverse { red - 1 - step } else { step };
+                let at = (o * red + r) * inner + i;
+                acc += x[at];
+                out[at] = acc;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn middle_axis_reductions() {
+        // x: [2, 3, 2]
+        let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        assert_eq!(sum(&x, 2, 3, 2), vec![6.0, 9.0, 24.0, 27.0]);
+        assert_eq!(sum(&x, 1, 12, 1), vec![66.0]);
+        let (v, a) = extremum(&[1.0, 3.0, 3.0, 0.0], 1, 4, 1, true);
+        assert_eq!((v, a), (vec![3.0], vec![1]));
+        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, false), vec![1.0, 3.0, 6.0]);
+        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, true), vec![6.0, 5.0, 3.0]);
+    }
+}

@@ -1,0 +1,30 @@
+//! # forgia
+//!
+//! A CPU-first tensor and reverse-mode autograd library. The graph is implicit in the values:
+//! every op result points at the record of the op that made it, which points at its operands'
+//! nodes — no tape, no graph object, no central engine. `backward()` counts consumer edges,
+//! fires each node exactly once when its atomic counter drains, and spreads heavy independent
+//! branches over one bounded worker pool.
+//!
+//! ```
+//! use forgia::Tensor;
+//! let x = Tensor::variable(vec![3.0, 5.0], &[2])?;
+//! let c = Tensor::from_vec(vec![2.0, 2.0], &[2])?; // a constant
+//! let loss = x.mul(&c)?.tanh().sum_all();
+//! loss.backward()?;
+//! assert!(x.grad().is_some() && c.grad().is_none());
+//! # Ok::<(), forgia::Error>(())
+//! ```
+
+pub mod autograd;
+mod error;
+pub(crate) mod kernels;
+pub(crate) mod ops;
+mod parallel;
+pub mod tensor;
+
+pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
+pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard};
+pub use error::{Error, ErrorKind, Result};
+pub use parallel::{num_threads, set_num_threads};
+pub use tensor::{live_bytes, peak_bytes, reset_peak_bytes, Axes, Axis, Rng, Shape, Tensor};

@@ -1,0 +1,199 @@
+//! Pointwise binary ops with NumPy broadcasting. Each gradient is summed back to its
+//! operand's shape by `sum_to_shape`.
+
+use smallvec::SmallVec;
+
+use super::sum_to_shape;
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::pointwise;
+use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::{Names, Shape, Tensor};
+
+/// Output names of a broadcasting op: the names of an operand of full rank; an error when two
+/// named operands disagree.
+fn broadcast_names(op: &'static str, a: &Tensor, b: &Tensor, rank: usize) -> Result<Option<Names>> {
+    match (&a.names, &b.names) {
+        (Some(na), Some(nb)) if a.rank() == b.rank() && na != nb => {
+            fail(ErrorKind::AxisNameMismatch { op, lhs: na.to_vec(), rhs: nb.to_vec() })
+        }
+        (Some(n), _) if a.rank() == rank => Ok(Some(n.clone())),
+        (_, Some(n)) if b.rank() == rank => Ok(Some(n.clone())),
+        _ => Ok(None),
+    }
+}
+
+/// Computes `f(a, b)` elementwise over the broadcast shape (no node).
+pub(crate) fn broadcast_map(
+    op: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) -> Result<Tensor> {
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    let la = a.layout.broadcast_to(&shape);
+    let lb = b.layout.broadcast_to(&shape);
+    let data = pointwise::zip_broadcast(a.storage.as_slice(), &la, b.storage.as_slice(), &lb, f);
+    let mut out = Tensor::from_parts(data, &shape);
+    out.names = broadcast_names(op, a, b, shape.len())?;
+    Ok(out)
+}
+
+impl Tensor {
+    /// `a + b` with broadcasting.
+    ///
+    /// Backward: `ga = sum_to(gy, a.shape)`, `gb = sum_to(gy, b.shape)`.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("add", self, other, |a, b| a + b)?;
+        Ok(attach(out, &[self, other], || AddBackward {
+            shapes: [self.shape().into(), other.shape().into()],
+            sign: 1.0,
+        }))
+    }
+
+    /// `a - b` with broadcasting.
+    ///
+    /// Backward: `ga = sum_to(gy, a.shape)`, `gb = -sum_to(gy, b.shape)`.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("sub", self, other, |a, b| a - b)?;
+        Ok(attach(out, &[self, other], || AddBackward {
+            shapes: [self.shape().into(), other.shape().into()],
+            sign: -1.0,
+        }))
+    }
+
+    /// `a * b` elementwise with broadcasting.
+    ///
+    /// Backward: `ga = sum_to(gy * b, a.shape)`, `gb = sum_to(gy * a, b.shape)`.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("mul", self, other, |a, b| a * b)?;
+        Ok(attach(out, &[self, other], || MulBackward { a: self.detach(), b: other.detach() }))
+    }
+
+    /// `a / b` elementwise with broadcasting.
+    ///
+    /// Backward: `ga = sum_to(gy / b, a.shape)`, `gb = -sum_to(gy * a / b², b.shape)`.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("div", self, other, |a, b| a / b)?;
+        Ok(attach(out, &[self, other], || DivBackward { a: self.detach(), b: other.detach() }))
+    }
+
+    /// `s * x`.
+    ///
+    /// Backward: `gx = s * gy`.
+    pub fn scale(&self, s: f32) -> Tensor {
+        let out = self.with_data(|x| Tensor::from_parts(pointwise::map(x, |v| v * s), self.shape()));
+        let out = Tensor { names: self.names.clone(), ..out };
+        attach(out, &[self], || ScaleBackward { s })
+    }
+
+    /// `x + s`.
+    ///
+    /// Backward: `gx = gy`.
+    pub fn add_scalar(&self, s: f32) -> Tensor {
+        let out = self.with_data(|x| Tensor::from_parts(pointwise::map(x, |v| v + s), self.shape()));
+        let out = Tensor { names: self.names.clone(), ..out };
+        attach(out, &[self], || ScaleBackward { s: 1.0 })
+    }
+}
+
+struct AddBackward {
+    shapes: [Shape; 2],
+    sign: f32,
+}
+
+impl Backward for AddBackward {
+    fn name(&self) -> &'static str {
+        if self.sign > 0.0 {
+            "add"
+        } else {
+            "sub"
+        }
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        if cx.needs_grad(0) {
+            out[0] = Some(sum_to_shape(gy, &self.shapes[0])?);
+        }
+        if cx.needs_grad(1) {
+            let g = sum_to_shape(gy, &self.shapes[1])?;
+            out[1] = Some(if self.sign < 0.0 { g.scale(-1.0) } else { g });
+        }
+        Ok(out)
+    }
+}
+
+struct MulBackward {
+    a: Tensor,
+    b: Tensor,
+}
+
+impl Backward for MulBackward {
+    fn name(&self) -> &'static str {
+        "mul"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        if cx.needs_grad(0) {
+            out[0] = Some(sum_to_shape(&gy.mul(&cx.input(1, &self.b))?, self.a.shape())?);
+        }
+        if cx.needs_grad(1) {
+            out[1] = Some(sum_to_shape(&gy.mul(&cx.input(0, &self.a))?, self.b.shape())?);
+        }
+        Ok(out)
+    }
+}
+
+struct DivBackward {
+    a: Tensor,
+    b: Tensor,
+}
+
+impl Backward for DivBackward {
+    fn name(&self) -> &'static str {
+        "div"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        let b = cx.input(1, &self.b);
+        if cx.needs_grad(0) {
+            out[0] = Some(sum_to_shape(&gy.div(&b)?, self.a.shape())?);
+        }
+        if cx.needs_grad(1) {
+            let a = cx.input(0, &self.a);
+            let g = gy.mul(&a)?.div(&b.mul(&b)?)?.scale(-1.0);
+            out[1] = Some(sum_to_shape(&g, self.b.shape())?);
+        }
+        Ok(out)
+    }
+}
+
+struct ScaleBackward {
+    s: f32,
+}
+
+impl Backward for ScaleBackward {
+    fn name(&self) -> &'static str {
+        "scale"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let _ = cx;
+        Ok(SmallVec::from_elem(Some(if self.s == 1.0 { gy.clone() } else { gy.scale(self.s) }), 1))
+    }
+}

@@ -1,0 +1,125 @@
+//! Matrix products: 2-D, batched, and with broadcast batch dimensions. Every product, forward
+//! and backward, is a GEMM over strided views, so transposed operands are never copied.
+
+use rayon::prelude::*;
+use smallvec::SmallVec;
+
+use super::sum_to_shape;
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::gemm::{gemm, MatRef};
+use crate::parallel;
+use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
+use crate::tensor::{Layout, Shape, Tensor};
+
+/// The batch part (all but the last two axes) of a layout, as its own layout.
+fn batch_layout(l: &Layout, batch: &[usize]) -> Layout {
+    let r = l.rank();
+    Layout { shape: l.shape[..r - 2].into(), strides: l.strides[..r - 2].into(), offset: l.offset }.broadcast_to(batch)
+}
+
+/// The matrix at storage offset `off` of a rank-`r` tensor.
+fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
+    MatRef {
+        data: t.storage.as_slice(),
+        offset: off,
+        row_stride: t.layout.strides[r - 2],
+        col_stride: t.layout.strides[r - 1],
+    }
+}
+
+/// `a · b` over rank ≥ 2 operands (no node). Shapes are checked by the caller.
+fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let (ra, rb) = (a.rank(), b.rank());
+    let (la, lb) = (batch_layout(&a.layout, batch), batch_layout(&b.layout, batch));
+    let count = numel(batch);
+    let mut out = vec![0.0f32; count * m * n];
+    let one = |bi: usize, c: &mut [f32]| {
+        let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
+        gemm(m, n, k, mat(a, oa, ra), mat(b, ob, rb), c, false, 1.0);
+    };
+    if m * n == 0 {
+        return out;
+    }
+    if count > 1 && m * n * k < 1 << 18 {
+        // Many small products (attention heads): one product per task.
+        parallel::install(|| out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c)));
+    } else {
+        for (bi, c) in out.chunks_mut(m * n).enumerate() {
+            one(bi, c);
+        }
+    }
+    out
+}
+
+impl Tensor {
+    /// Matrix product with PyTorch's rules: 1-D operands are promoted (and the added axis
+    /// removed), batch axes broadcast.
+    ///
+    /// Backward: `ga = sum_to(gy · bᵀ, a.shape)`, `gb = sum_to(aᵀ · gy, b.shape)`: two GEMMs
+    /// over transposed views.
+    ///
+    /// # Errors
+    /// `RankMismatch` for a rank-0 operand; `ShapeMismatch` when the inner sizes differ or the
+    /// batch axes do not broadcast.
+    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        if self.rank() == 0 || other.rank() == 0 {
+            let shape = if self.rank() == 0 { self.shape() } else { other.shape() };
+            return fail(ErrorKind::RankMismatch { op: "matmul", expected: "rank >= 1", shape: shape.to_vec() });
+        }
+        match (self.rank(), other.rank()) {
+            (1, 1) => self.unsqueeze(0)?.matmul_nd(&other.unsqueeze(1)?)?.reshape(&[]),
+            (1, _) => self.unsqueeze(0)?.matmul_nd(other)?.squeeze(-2),
+            (_, 1) => self.matmul_nd(&other.unsqueeze(1)?)?.squeeze(-1),
+            _ => self.matmul_nd(other),
+        }
+    }
+
+    fn matmul_nd(&self, other: &Tensor) -> Result<Tensor> {
+        let (ra, rb) = (self.rank(), other.rank());
+        let (m, k) = (self.shape()[ra - 2], self.shape()[ra - 1]);
+        let (k2, n) = (other.shape()[rb - 2], other.shape()[rb - 1]);
+        let mismatch =
+            || ErrorKind::ShapeMismatch { op: "matmul", lhs: self.shape().to_vec(), rhs: other.shape().to_vec() };
+        if k != k2 {
+            return fail(mismatch());
+        }
+        let batch =
+            broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2]).map_err(|_| mismatch())?;
+        let data = matmul_forward(self, other, &batch, m, k, n);
+        let mut shape: Shape = batch.clone();
+        shape.extend_from_slice(&[m, n]);
+        let out = Tensor::from_parts(data, &shape);
+        let work = 2 * numel(&batch) * m * n * k;
+        Ok(attach(out, &[self, other], || MatmulBackward { a: self.detach(), b: other.detach(), work }))
+    }
+}
+
+struct MatmulBackward {
+    a: Tensor,
+    b: Tensor,
+    work: usize,
+}
+
+impl Backward for MatmulBackward {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        if cx.needs_grad(0) {
+            let bt = cx.input(1, &self.b).transpose(-1, -2)?;
+            out[0] = Some(sum_to_shape(&gy.matmul_nd(&bt)?, self.a.shape())?);
+        }
+        if cx.needs_grad(1) {
+            let at = cx.input(0, &self.a).transpose(-1, -2)?;
+            out[1] = Some(sum_to_shape(&at.matmul_nd(gy)?, self.b.shape())?);
+        }
+        Ok(out)
+    }
+
+    fn estimated_work(&self) -> usize {
+        self.work
+    }
+}

@@ -1,0 +1,206 @@
+//! Shape, strides and offset: how a tensor's elements sit in its storage. Every view is a new
+//! `Layout` over the same storage.
+
+use smallvec::SmallVec;
+
+use crate::error::{fail, ErrorKind, Result};
+
+/// A tensor's dimensions (inline up to rank 4).
+pub type Shape = SmallVec<[usize; 4]>;
+/// Element strides per axis; 0 on a broadcast axis.
+pub(crate) type Strides = SmallVec<[isize; 4]>;
+
+/// Number of elements of a shape (1 for a scalar).
+pub(crate) fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+/// Row-major strides of a contiguous tensor of `shape`.
+pub(crate) fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+    let mut acc = 1isize;
+    for (s, &d) in strides.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc *= d.max(1) as isize;
+    }
+    strides
+}
+
+/// Shape, strides and offset into the storage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) shape: Shape,
+    pub(crate) strides: Strides,
+    pub(crate) offset: usize,
+}
+
+impl Layout {
+    /// A row-major layout starting at element 0.
+    pub(crate) fn contiguous(shape: &[usize]) -> Self {
+        Layout { shape: shape.into(), strides: contiguous_strides(shape), offset: 0 }
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub(crate) fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    /// True when the elements are row-major and packed (size-1 axes may have any stride).
+    pub(crate) fn is_contiguous(&self) -> bool {
+        let mut expected = 1isize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if d == 1 {
+                continue;
+            }
+            if s != expected {
+                return false;
+            }
+            expected *= d as isize;
+        }
+        true
+    }
+
+    /// The contiguous range of storage this layout covers, if it is contiguous.
+    pub(crate) fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        self.is_contiguous().then(|| self.offset..self.offset + self.numel())
+    }
+
+    /// Swaps two axes' positions (a free transpose).
+    pub(crate) fn permuted(&self, perm: &[usize]) -> Layout {
+        Layout {
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        }
+    }
+
+    /// Elements `start, start+step, …` (`len` of them) along `axis`.
+    pub(crate) fn narrowed(&self, axis: usize, start: usize, len: usize, step: usize) -> Layout {
+        let mut out = self.clone();
+        out.offset = (self.offset as isize + start as isize * self.strides[axis]) as usize;
+        out.shape[axis] = len;
+        out.strides[axis] = self.strides[axis] * step as isize;
+        out
+    }
+
+    /// The same elements seen with a broadcast `shape` (stride 0 on stretched axes).
+    /// The caller has checked that the shapes are compatible.
+    pub(crate) fn broadcast_to(&self, shape: &[usize]) -> Layout {
+        let extra = shape.len() - self.rank();
+        let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+        for i in 0..self.rank() {
+            if self.shape[i] == shape[i + extra] {
+                strides[i + extra] = self.strides[i];
+            }
+        }
+        Layout { shape: shape.into(), strides, offset: self.offset }
+    }
+
+    /// A view with `shape`, if the elements can be re-described without copying
+    /// (always possible for contiguous layouts).
+    pub(crate) fn reshaped(&self, shape: &[usize]) -> Option<Layout> {
+        if self.is_contiguous() {
+            return Some(Layout { shape: shape.into(), strides: contiguous_strides(shape), offset: self.offset });
+        }
+        None
+    }
+}
+
+/// The NumPy broadcast of two shapes.
+pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Shape> {
+    let rank = a.len().max(b.len());
+    let mut out: Shape = SmallVec::from_elem(0, rank);
+    for i in 0..rank {
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        out[i] = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return fail(ErrorKind::ShapeMismatch { op, lhs: a.to_vec(), rhs: b.to_vec() }),
+        };
+    }
+    Ok(out)
+}
+
+/// Walks the storage offsets of a layout in row-major order, calling `f(offset)` for each.
+/// The innermost axis is a tight loop.
+pub(crate) fn for_each_offset(layout: &Layout, mut f: impl FnMut(usize)) {
+    let rank = layout.rank();
+    if layout.numel() == 0 {
+        return;
+    }
+    if rank == 0 {
+        f(layout.offset);
+        return;
+    }
+    let inner = layout.shape[rank - 1];
+    let inner_stride = layout.strides[rank - 1];
+    let mut index: SmallVec<[usize; 6]> = SmallVec::from_elem(0, rank - 1);
+    let mut base = layout.offset as isize;
+    loop {
+        let mut off = base;
+        for _ in 0..inner {
+            f(off as usize);
+            off += inner_stride;
+        }
+        // Odometer over the outer axes.
+        let mut axis = rank - 1;
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            base += layout.strides[axis];
+            if index[axis] < layout.shape[axis] {
+                break;
+            }
+            base -= layout.strides[axis] * layout.shape[axis] as isize;
+            index[axis] = 0;
+        }
+    }
+}
+
+/// The storage offset of the element with row-major linear index `linear`.
+pub(crate) fn offset_of(layout: &Layout, mut linear: usize) -> usize {
+    let mut off = layout.offset as isize;
+    for (&d, &s) in layout.shape.iter().zip(&layout.strides).rev() {
+        if d == 0 {
+            continue;
+        }
+        off += (linear % d) as isize * s;
+        linear /= d;
+    }
+    off as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous_strides_are_row_major() {
+        assert_eq!(contiguous_strides(&[2, 3, 4]).as_slice(), &[12, 4, 1]);
+    }
+
+    #[test]
+    fn broadcast_follows_numpy() {
+        assert_eq!(broadcast_shapes("t", &[2, 1, 3], &[4, 1]).unwrap().as_slice(), &[2, 4, 3]);
+        assert!(broadcast_shapes("t", &[2, 3], &[4]).is_err());
+    }
+
+    #[test]
+    fn offsets_walk_a_transposed_layout() {
+        let l = Layout::contiguous(&[2, 3]).permuted(&[1, 0]);
+        let mut seen = vec![];
+        for_each_offset(&l, |o| seen.push(o));
+        assert_eq!(seen, vec![0, 3, 1, 4, 2, 5]);
+        for (i, &o) in seen.iter().enumerate() {
+            assert_eq!(offset_of(&l, i), o);
+        }
+    }
+}
