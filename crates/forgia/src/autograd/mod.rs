@@ -12,3 +12,5 @@ pub use engine::BackwardOptions;
 pub(crate) use mode::set_grad_enabled;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};
+#[cfg(test)]
+mod tests;

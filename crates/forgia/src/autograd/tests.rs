@@ -1,0 +1,173 @@
+//! Engine tests that need test-only records (counting, failing, wrong) or internal state.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE};
+use crate::error::{fail, ErrorKind, Result};
+use crate::{gradcheck, BackwardOptions, GradcheckOptions, Tensor};
+
+/// `y = a * b` whose record counts firings and the gradients it computes.
+struct Counting {
+    a: Tensor,
+    b: Tensor,
+    fired: Arc<AtomicUsize>,
+    computed: Arc<AtomicUsize>,
+}
+
+impl Backward for Counting {
+    fn name(&self) -> &'static str {
+        "counting_mul"
+    }
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        self.fired.fetch_add(1, Ordering::Relaxed);
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        for (i, other) in [(0, &self.b), (1, &self.a)] {
+            if cx.needs_grad(i) {
+                self.computed.fetch_add(1, Ordering::Relaxed);
+                out[i] = Some(gy.mul(other)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn counting_mul(a: &Tensor, b: &Tensor, fired: &Arc<AtomicUsize>, computed: &Arc<AtomicUsize>) -> Tensor {
+    let value = Tensor::from_parts(a.to_vec().iter().zip(b.to_vec()).map(|(x, y)| x * y).collect(), a.shape());
+    attach(value, &[a, b], || Counting { a: a.detach(), b: b.detach(), fired: fired.clone(), computed: computed.clone() })
+}
+
+/// Identity whose record fails while `failures` is positive.
+struct Flaky {
+    failures: Arc<AtomicUsize>,
+}
+
+impl Backward for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        if self.failures.load(Ordering::Relaxed) > 0 {
+            self.failures.fetch_sub(1, Ordering::Relaxed);
+            return fail(ErrorKind::InvalidArgument { op: "flaky", arg: "gy", reason: "injected failure".into() });
+        }
+        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+    }
+}
+
+fn flaky(x: &Tensor, failures: &Arc<AtomicUsize>) -> Tensor {
+    attach(x.detach().contiguous_data(), &[x], || Flaky { failures: failures.clone() })
+}
+
+fn node_is_idle(t: &Tensor) -> bool {
+    let n: &Node = t.node.as_ref().unwrap();
+    n.state.load(Ordering::Relaxed) == IDLE && n.pending.load(Ordering::Relaxed) == 0 && n.grad.lock().acc.is_none()
+}
+
+#[test]
+fn constants_cost_no_backward_work() {
+    let (fired, computed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
+    let frozen = Tensor::from_vec(vec![3.0, 4.0], &[2]).unwrap();
+    counting_mul(&x, &frozen, &fired, &computed).sum_all().backward().unwrap();
+    assert_eq!((fired.load(Ordering::Relaxed), computed.load(Ordering::Relaxed)), (1, 1));
+    // Two constants: no node at all, so nothing to fire.
+    let y = counting_mul(&frozen, &frozen, &fired, &computed);
+    assert!(!y.requires_grad());
+}
+
+#[test]
+fn a_shared_node_fires_exactly_once_per_pass() {
+    let (fired, computed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let x = Tensor::variable(vec![2.0], &[1]).unwrap();
+    let s = counting_mul(&x, &x, &fired, &computed); // s = x², consumed three times below
+    s.add(&s).unwrap().add(&s).unwrap().sum_all().backward().unwrap();
+    assert_eq!(fired.load(Ordering::Relaxed), 1);
+    assert_eq!(x.grad().unwrap().to_vec(), vec![12.0]); // d/dx 3x² = 6x
+}
+
+#[test]
+fn a_failing_record_mid_pass_leaves_every_node_idle_and_the_retained_graph_reruns() {
+    let failures = Arc::new(AtomicUsize::new(1));
+    let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
+    let a = x.scale(2.0);
+    let b = flaky(&a, &failures);
+    let c = b.tanh();
+    let loss = c.add(&a).unwrap().sum_all();
+    let opts = BackwardOptions { retain_graph: true, ..Default::default() };
+    let err = loss.backward_with(None, opts).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::InvalidArgument { op: "flaky", .. }));
+    for t in [&a, &b, &c, &loss] {
+        assert!(node_is_idle(t), "{t}");
+    }
+    x.zero_grad(); // contributions delivered before the failure stay: reset before a retry
+    loss.backward_with(None, opts).unwrap();
+    let expected: Vec<f32> =
+        [1.0f32, 2.0].iter().map(|&v| 2.0 * (1.0 - (2.0 * v).tanh().powi(2)) + 2.0).collect();
+    let got = x.grad().unwrap().to_vec();
+    assert!(got.iter().zip(&expected).all(|(g, e)| (g - e).abs() < 1e-6), "{got:?} vs {expected:?}");
+}
+
+#[test]
+fn a_failed_pass_without_retain_graph_fails_clearly_on_retry() {
+    let failures = Arc::new(AtomicUsize::new(1));
+    let x = Tensor::variable(vec![1.0], &[1]).unwrap();
+    let loss = flaky(&x.scale(2.0).tanh(), &failures).sum_all();
+    assert!(loss.backward().is_err());
+    // The sum node fired and released its record before the failure.
+    assert!(matches!(loss.backward().unwrap_err().kind(), ErrorKind::GraphReleased { .. }));
+}
+
+#[test]
+fn an_output_that_already_holds_a_gradient_is_used_as_is() {
+    let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
+    let y = x.scale(3.0);
+    super::engine::accumulate(y.node.as_ref().unwrap(), Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap(), false);
+    y.backward_with(None, BackwardOptions::default()).unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![3.0, 6.0]); // no +1 on top
+}
+
+/// tanh with a wrong derivative (1 - y instead of 1 - y²).
+struct WrongTanh {
+    y: Tensor,
+}
+
+impl Backward for WrongTanh {
+    fn name(&self) -> &'static str {
+        "wrong_tanh"
+    }
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        Ok(SmallVec::from_elem(Some(gy.mul(&self.y.scale(-1.0).add_scalar(1.0))?), 1))
+    }
+}
+
+#[test]
+fn gradcheck_catches_a_deliberately_wrong_record() {
+    let x = Tensor::variable(vec![0.3, -0.8, 1.1], &[3]).unwrap();
+    let wrong = |xs: &[Tensor]| {
+        let y = xs[0].detach().tanh();
+        Ok(attach(y.clone(), &[&xs[0]], || WrongTanh { y }).sum_all())
+    };
+    let report = gradcheck(wrong, std::slice::from_ref(&x), GradcheckOptions::default()).unwrap();
+    let m = report.first_mismatch.expect("the wrong record is caught");
+    assert_eq!((m.input, m.index), (0, 0));
+    assert!((m.numeric - (1.0 - 0.3f64.tanh().powi(2))).abs() < 1e-3);
+    let right = gradcheck(|xs| Ok(xs[0].tanh().sum_all()), &[x], GradcheckOptions::default()).unwrap();
+    assert!(right.passed() && right.checked == 3);
+}
+
+#[test]
+fn gradcheck_restores_the_perturbed_element_when_the_function_fails() {
+    let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
+    let calls = AtomicUsize::new(0);
+    let f = |xs: &[Tensor]| {
+        if calls.fetch_add(1, Ordering::Relaxed) == 1 {
+            return fail(ErrorKind::EmptyTensor { op: "test", shape: vec![] });
+        }
+        Ok(xs[0].sum_all())
+    };
+    assert!(gradcheck(f, std::slice::from_ref(&x), GradcheckOptions::default()).is_err());
+    assert_eq!(x.to_vec(), vec![1.0, 2.0]);
+}
