@@ -2,7 +2,7 @@
 //! shuffled `BatchIterator`.
 
 use forgia::data::BatchIterator;
-use forgia::nn::{Linear, Module, Sequential, Tanh};
+use forgia::nn::{Linear, Sequential, Tanh};
 use forgia::optim::{Adam, AdamConfig, Optimizer};
 use forgia::{Rng, Tensor};
 

@@ -16,7 +16,8 @@
 //! let x = Tensor::ones(&[4, 3]);
 //! for _ in 0..3 {
 //!     opt.zero_grad(&model);
-//!     let loss = model.forward(&x)?.mul(&model.forward(&x)?)?.mean_all()?;
+//!     let y = model.forward(&x)?;
+//!     let loss = y.mul(&y)?.mean_all()?;
 //!     loss.backward()?;
 //!     opt.step(&mut model)?;
 //! }
@@ -68,8 +69,9 @@ pub trait Optimizer {
     /// (`momentum_buffer` for SGD; `exp_avg`, `exp_avg_sq`, `step` for Adam), sorted by name.
     fn state(&self) -> Vec<(String, Tensor)>;
 
-    /// Replaces the state with one saved by [`Optimizer::state`], checked against `model`'s
-    /// parameter names and shapes. Validates everything before changing anything.
+    /// Replaces the state (learning rate and step count included) with one saved by
+    /// [`Optimizer::state`], checked against `model`'s parameter names and shapes. Validates
+    /// everything before changing anything.
     ///
     /// # Errors
     /// `InvalidArgument` (arg `"state"`) naming the missing, unknown or mis-shaped entry.
