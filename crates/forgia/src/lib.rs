@@ -17,9 +17,13 @@
 //! ```
 
 pub mod autograd;
+pub mod data;
 mod error;
+pub mod io;
 pub(crate) mod kernels;
+pub mod nn;
 pub(crate) mod ops;
+pub mod optim;
 mod parallel;
 pub mod tensor;
 

@@ -102,4 +102,20 @@ impl Tensor {
     pub fn grad_fn(&self) -> Option<&'static str> {
         self.node.as_ref().map(|n| n.name())
     }
+
+    /// Identity of this tensor's gradient node (`None` for constants): two handles to one
+    /// variable share it. Only meaningful while the node is alive.
+    pub(crate) fn node_key(&self) -> Option<usize> {
+        self.node.as_ref().map(|n| std::sync::Arc::as_ptr(n) as usize)
+    }
+
+    /// Replaces a variable's accumulated gradient (used by gradient clipping). The old
+    /// buffer is never written, so a gradient someone holds keeps its values. No-op on
+    /// constants and op results.
+    pub(crate) fn set_grad(&self, grad: Tensor) {
+        if let Some(node) = self.node.as_ref().filter(|n| n.is_leaf()) {
+            debug_assert_eq!(grad.shape(), self.shape());
+            node.grad.lock().acc = Some(grad);
+        }
+    }
 }

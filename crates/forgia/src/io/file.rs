@@ -1,0 +1,162 @@
+//! Named tensors to and from a `.safetensors` file: atomic writes, checked reads, and the
+//! checksum forgia keeps in the header metadata.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use crate::error::{fail, Error, ErrorKind, Result};
+use crate::tensor::Tensor;
+
+/// The metadata key of the checksum.
+const CHECKSUM_KEY: &str = "forgia.checksum";
+
+pub(super) fn checkpoint_error(path: &Path, reason: impl Into<String>) -> Error {
+    Error::from(ErrorKind::Checkpoint { path: path.display().to_string(), reason: reason.into() })
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> Error {
+    Error::from(ErrorKind::Io { path: path.display().to_string(), source })
+}
+
+/// FNV-1a over 64-bit words (tail bytes one by one). Every step is a bijection of the running
+/// hash, so any change confined to one word changes the result.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let word = u64::from_le_bytes(c.try_into().expect("chunks_exact(8) yields 8 bytes"));
+            self.0 = (self.0 ^ word).wrapping_mul(PRIME);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(PRIME);
+        }
+    }
+}
+
+/// The checksum of tensors given in name order: each name, its shape and its data bytes.
+fn checksum<'a>(entries: impl Iterator<Item = (&'a str, &'a [usize], &'a [u8])>) -> String {
+    let mut h = Fnv::new();
+    for (name, shape, data) in entries {
+        h.write(&(name.len() as u64).to_le_bytes());
+        h.write(name.as_bytes());
+        h.write(&(shape.len() as u64).to_le_bytes());
+        for &d in shape {
+            h.write(&(d as u64).to_le_bytes());
+        }
+        h.write(&(data.len() as u64).to_le_bytes());
+        h.write(data);
+    }
+    format!("fnv1a64:{:016x}", h.0)
+}
+
+/// Writes named tensors to `path` as safetensors (F32), atomically: the bytes go to a
+/// temporary file beside `path`, which is then renamed over it.
+///
+/// # Errors
+/// `Checkpoint` for a repeated name; `Io` when the file cannot be written (no temporary file
+/// is left behind).
+pub fn save<S: AsRef<str>>(path: impl AsRef<Path>, tensors: &[(S, &Tensor)]) -> Result<()> {
+    let path = path.as_ref();
+    let mut entries: Vec<(&str, Vec<usize>, Vec<u8>)> = Vec::with_capacity(tensors.len());
+    let mut seen = HashSet::new();
+    for (name, t) in tensors {
+        let name = name.as_ref();
+        if !seen.insert(name) {
+            return Err(checkpoint_error(path, format!("tensor name {name:?} given twice")));
+        }
+        let bytes = t.with_data(|d| d.iter().flat_map(|v| v.to_le_bytes()).collect());
+        entries.push((name, t.shape().to_vec(), bytes));
+    }
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let sum = checksum(entries.iter().map(|(n, s, d)| (*n, s.as_slice(), d.as_slice())));
+    let mut views = Vec::with_capacity(entries.len());
+    for (name, shape, data) in &entries {
+        let view = TensorView::new(Dtype::F32, shape.clone(), data)
+            .map_err(|e| checkpoint_error(path, format!("tensor {name:?}: {e}")))?;
+        views.push((*name, view));
+    }
+    let metadata = HashMap::from([(CHECKSUM_KEY.to_string(), sum)]);
+    let bytes = safetensors::serialize(views, Some(metadata)).map_err(|e| checkpoint_error(path, e.to_string()))?;
+    write_atomically(path, &bytes)
+}
+
+/// A temporary name in the same directory, so the final rename stays on one file system.
+fn temp_path(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Relaxed: only uniqueness within this process matters, not ordering with other memory.
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_path(path);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_error(path, e));
+    }
+    Ok(())
+}
+
+/// Reads every tensor of a safetensors file, sorted by name.
+///
+/// # Errors
+/// `Io` when the file cannot be read; `Checkpoint` when it is not a valid safetensors file
+/// (truncated, malformed header, offsets out of range), holds a dtype other than F32, or fails
+/// its forgia checksum.
+pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| checkpoint_error(path, e.to_string()))?;
+    let file = SafeTensors::deserialize(&bytes).map_err(|e| checkpoint_error(path, e.to_string()))?;
+    let mut views = file.tensors();
+    views.sort_by(|a, b| a.0.cmp(&b.0));
+    if let Some(expected) = metadata.metadata().as_ref().and_then(|m| m.get(CHECKSUM_KEY)) {
+        let actual = checksum(views.iter().map(|(n, v)| (n.as_str(), v.shape(), v.data())));
+        if &actual != expected {
+            return Err(checkpoint_error(
+                path,
+                format!("checksum mismatch: file says {expected}, data gives {actual}"),
+            ));
+        }
+    }
+    let mut out = Vec::with_capacity(views.len());
+    for (name, view) in views {
+        if view.dtype() != Dtype::F32 {
+            return Err(checkpoint_error(
+                path,
+                format!("tensor {name:?} has dtype {:?}, only F32 is read", view.dtype()),
+            ));
+        }
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("chunks_exact(4) yields 4 bytes")))
+            .collect();
+        let t = Tensor::from_vec(data, view.shape()).or_else(|e| fail(checkpoint_kind(path, &name, e)))?;
+        out.push((name, t));
+    }
+    Ok(out)
+}
+
+fn checkpoint_kind(path: &Path, name: &str, e: Error) -> ErrorKind {
+    ErrorKind::Checkpoint { path: path.display().to_string(), reason: format!("tensor {name:?}: {e}") }
+}

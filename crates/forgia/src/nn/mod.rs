@@ -1,0 +1,97 @@
+//! Modules with parameters: the [`Module`] trait (visit named parameters, training mode), the
+//! [`Forward`] trait for single-input layers, and the first layers ([`Linear`], [`Sequential`],
+//! [`Relu`], [`Tanh`]) with seeded initializers in [`init`].
+//!
+//! Parameters are variables held by the module. Names are dotted like PyTorch's
+//! `state_dict` keys: `"weight"`, `"0.bias"`, `"fc1.weight"`. An optimizer updates a parameter
+//! in place through [`Module::visit_params_mut`]; a checkpoint reads them through
+//! [`Module::visit_params`].
+//!
+//! ```
+//! use forgia::nn::{Linear, Module, Sequential, Tanh};
+//! use forgia::{Rng, Tensor};
+//! let mut rng = Rng::new(0);
+//! let mlp = Sequential::new()
+//!     .push(Linear::new(2, 8, true, &mut rng)?)
+//!     .push(Tanh)
+//!     .push(Linear::new(8, 1, true, &mut rng)?);
+//! let names: Vec<String> = mlp.named_parameters().into_iter().map(|(n, _)| n).collect();
+//! assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
+//! assert_eq!(mlp.num_parameters(), 2 * 8 + 8 + 8 + 1);
+//! let y = mlp.forward(&Tensor::zeros(&[4, 2]))?;
+//! assert_eq!(y.shape(), &[4, 1]);
+//! # Ok::<(), forgia::Error>(())
+//! ```
+
+pub mod init;
+mod linear;
+mod sequential;
+
+pub use linear::Linear;
+pub use sequential::{Relu, Sequential, Tanh};
+
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+/// Something that owns named parameters.
+///
+/// Implement the two visitors; everything else is provided. A composite module visits each
+/// child under a prefix with [`visit_child`] / [`visit_child_mut`].
+pub trait Module {
+    /// Calls `f` with every parameter and its dotted name, in a fixed order.
+    fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor));
+
+    /// Calls `f` with mutable access to every parameter, in the same order as
+    /// [`Module::visit_params`]. Optimizers and checkpoint loading update values through it.
+    fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor));
+
+    /// Switches training behaviour (dropout, batch statistics) on or off. Layers without such
+    /// behaviour keep the default no-op; composites forward it to their children.
+    fn set_training(&mut self, training: bool) {
+        let _ = training;
+    }
+
+    /// Every parameter with its name (cheap handles sharing storage and gradient node).
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        self.visit_params(&mut |name, t| out.push((name.to_string(), t.clone())));
+        out
+    }
+
+    /// The total number of scalar parameters.
+    fn num_parameters(&self) -> usize {
+        let mut n = 0;
+        self.visit_params(&mut |_, t| n += t.numel());
+        n
+    }
+
+    /// Forgets every parameter's accumulated gradient.
+    fn zero_grad(&self) {
+        self.visit_params(&mut |_, t| t.zero_grad());
+    }
+}
+
+/// A module that maps one tensor to one tensor, so it can be chained in a [`Sequential`].
+pub trait Forward {
+    /// Applies the layer.
+    ///
+    /// # Errors
+    /// Whatever the layer's ops return for a badly shaped input.
+    fn forward(&self, x: &Tensor) -> Result<Tensor>;
+}
+
+/// A single-input layer: a [`Module`] that is also [`Forward`]. Implemented for every type
+/// that is both.
+pub trait Layer: Module + Forward {}
+
+impl<T: Module + Forward> Layer for T {}
+
+/// Visits `child`'s parameters with names prefixed by `prefix.` (for composite modules).
+pub fn visit_child(prefix: &str, child: &dyn Module, f: &mut dyn FnMut(&str, &Tensor)) {
+    child.visit_params(&mut |name, t| f(&format!("{prefix}.{name}"), t));
+}
+
+/// Mutable twin of [`visit_child`].
+pub fn visit_child_mut(prefix: &str, child: &mut dyn Module, f: &mut dyn FnMut(&str, &mut Tensor)) {
+    child.visit_params_mut(&mut |name, t| f(&format!("{prefix}.{name}"), t));
+}

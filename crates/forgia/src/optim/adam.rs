@@ -1,0 +1,201 @@
+//! Adam with L2 weight decay (`torch.optim.Adam`) and AdamW with decoupled weight decay
+//! (`torch.optim.AdamW`): one update rule, two decay placements.
+
+use super::state::{apply, ParamState, SlotState};
+use super::Optimizer;
+use crate::error::{fail, ErrorKind, Result};
+use crate::nn::Module;
+use crate::tensor::Tensor;
+
+/// Hyperparameters of [`Adam`] and [`AdamW`] (PyTorch's names).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamConfig {
+    /// Learning rate.
+    pub lr: f32,
+    /// Decay rates of the first and second moment estimates.
+    pub betas: (f32, f32),
+    /// Added to the denominator for stability.
+    pub eps: f32,
+    /// Weight decay: an L2 term added to the gradient for [`Adam`], a decoupled shrink of the
+    /// parameter for [`AdamW`].
+    pub weight_decay: f32,
+}
+
+impl AdamConfig {
+    /// PyTorch's Adam defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay.
+    pub fn adam() -> AdamConfig {
+        AdamConfig { lr: 1e-3, betas: (0.9, 0.999), eps: 1e-8, weight_decay: 0.0 }
+    }
+
+    /// PyTorch's AdamW defaults: as [`AdamConfig::adam`] with weight decay 0.01.
+    pub fn adamw() -> AdamConfig {
+        AdamConfig { weight_decay: 0.01, ..AdamConfig::adam() }
+    }
+}
+
+impl Default for AdamConfig {
+    fn default() -> Self {
+        AdamConfig::adam()
+    }
+}
+
+/// Adam, per element and per parameter step `t` (PyTorch's rule):
+///
+/// ```text
+/// g = g + weight_decay · p                  (Adam only: L2)
+/// p = p · (1 − lr · weight_decay)           (AdamW only: decoupled, before the update)
+/// m = lerp(m, g, 1 − β1)
+/// v = β2 · v + (1 − β2) · g²
+/// p = p − (lr / (1 − β1ᵗ)) · m / (√v / √(1 − β2ᵗ) + eps)
+/// ```
+///
+/// State per parameter: `exp_avg` (m), `exp_avg_sq` (v) and `step` (t).
+pub struct Adam {
+    config: AdamConfig,
+    decoupled: bool,
+    state: SlotState,
+}
+
+/// AdamW: [`Adam`] with decoupled weight decay (`torch.optim.AdamW`).
+pub struct AdamW(Adam);
+
+const SLOTS: &[&str] = &["exp_avg", "exp_avg_sq"];
+
+impl Adam {
+    /// Adam with L2 weight decay.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative or non-finite `lr`, `eps` or `weight_decay`, or a beta
+    /// outside `[0, 1)`.
+    pub fn new(config: AdamConfig) -> Result<Adam> {
+        Adam::build("Adam::new", config, false)
+    }
+
+    fn build(op: &'static str, config: AdamConfig, decoupled: bool) -> Result<Adam> {
+        let nonneg = [("lr", config.lr), ("eps", config.eps), ("weight_decay", config.weight_decay)];
+        for (arg, v) in nonneg {
+            if !(v.is_finite() && v >= 0.0) {
+                return fail(ErrorKind::InvalidArgument { op, arg, reason: format!("{v} must be finite and >= 0") });
+            }
+        }
+        for b in [config.betas.0, config.betas.1] {
+            if !(0.0..1.0).contains(&b) {
+                return fail(ErrorKind::InvalidArgument { op, arg: "betas", reason: format!("{b} is not in [0, 1)") });
+            }
+        }
+        Ok(Adam { config, decoupled, state: SlotState::new(SLOTS, true, config.lr) })
+    }
+
+    /// The hyperparameters (with the current learning rate).
+    pub fn config(&self) -> AdamConfig {
+        AdamConfig { lr: self.state.lr, ..self.config }
+    }
+}
+
+impl AdamW {
+    /// AdamW with decoupled weight decay.
+    ///
+    /// # Errors
+    /// As [`Adam::new`].
+    pub fn new(config: AdamConfig) -> Result<AdamW> {
+        Ok(AdamW(Adam::build("AdamW::new", config, true)?))
+    }
+
+    /// The hyperparameters (with the current learning rate).
+    pub fn config(&self) -> AdamConfig {
+        self.0.config()
+    }
+}
+
+/// PyTorch's CPU `lerp`: `a + w (b − a)` for `|w| < 0.5`, else `b − (b − a)(1 − w)`.
+fn lerp(a: f32, b: f32, w: f32) -> f32 {
+    if w.abs() < 0.5 {
+        a + w * (b - a)
+    } else {
+        b - (b - a) * (1.0 - w)
+    }
+}
+
+fn adam_update(c: &AdamConfig, lr: f32, decoupled: bool, p: &mut [f32], g: &[f32], st: &mut ParamState) {
+    let (b1, b2) = c.betas;
+    if st.bufs[0].is_empty() {
+        st.bufs = vec![vec![0.0; p.len()]; 2];
+    }
+    st.step += 1;
+    // Scalars in f64 as PyTorch computes them (Python floats), then rounded once.
+    let t = st.step as f64;
+    let bc1 = 1.0 - (b1 as f64).powf(t);
+    let bc2 = 1.0 - (b2 as f64).powf(t);
+    let step_size = (lr as f64 / bc1) as f32;
+    let bc2_sqrt = bc2.sqrt() as f32;
+    let shrink = 1.0 - lr * c.weight_decay;
+    let (m, v) = st.bufs.split_at_mut(1);
+    for (i, p) in p.iter_mut().enumerate() {
+        let mut gi = g[i];
+        if decoupled {
+            *p *= shrink;
+        } else if c.weight_decay != 0.0 {
+            gi += c.weight_decay * *p;
+        }
+        let mi = lerp(m[0][i], gi, 1.0 - b1);
+        let vi = v[0][i] * b2 + (1.0 - b2) * gi * gi;
+        m[0][i] = mi;
+        v[0][i] = vi;
+        *p -= step_size * (mi / (vi.sqrt() / bc2_sqrt + c.eps));
+    }
+}
+
+impl Optimizer for Adam {
+    fn step(&mut self, model: &mut dyn Module) -> Result<()> {
+        let (c, lr, decoupled) = (self.config, self.state.lr, self.decoupled);
+        let op = if decoupled { "AdamW::step" } else { "Adam::step" };
+        apply(op, model, &mut self.state, |p, g, st| adam_update(&c, lr, decoupled, p, g, st))
+    }
+
+    fn lr(&self) -> f32 {
+        self.state.lr
+    }
+
+    fn set_lr(&mut self, lr: f32) {
+        self.state.lr = lr;
+    }
+
+    fn steps_taken(&self) -> u64 {
+        self.state.steps
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.state.to_tensors()
+    }
+
+    fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
+        self.state = self.state.parse(model, state)?;
+        Ok(())
+    }
+}
+
+impl Optimizer for AdamW {
+    fn step(&mut self, model: &mut dyn Module) -> Result<()> {
+        self.0.step(model)
+    }
+
+    fn lr(&self) -> f32 {
+        self.0.lr()
+    }
+
+    fn set_lr(&mut self, lr: f32) {
+        self.0.set_lr(lr);
+    }
+
+    fn steps_taken(&self) -> u64 {
+        self.0.steps_taken()
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.0.state()
+    }
+
+    fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
+        self.0.load_state(model, state)
+    }
+}

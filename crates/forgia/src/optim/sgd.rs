@@ -1,0 +1,127 @@
+//! Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay, with
+//! `torch.optim.SGD`'s exact update rule.
+
+use super::state::{apply, SlotState};
+use super::Optimizer;
+use crate::error::{fail, ErrorKind, Result};
+use crate::nn::Module;
+use crate::tensor::Tensor;
+
+/// Hyperparameters of [`Sgd`] (PyTorch's names and defaults, with `lr` 0.01).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    /// Learning rate.
+    pub lr: f32,
+    /// Momentum factor (0 disables the buffer).
+    pub momentum: f32,
+    /// Dampening of the gradient added to the momentum buffer.
+    pub dampening: f32,
+    /// Nesterov momentum (needs `momentum > 0` and `dampening == 0`).
+    pub nesterov: bool,
+    /// L2 penalty added to the gradient.
+    pub weight_decay: f32,
+}
+
+impl Default for SgdConfig {
+    fn default() -> Self {
+        SgdConfig { lr: 0.01, momentum: 0.0, dampening: 0.0, nesterov: false, weight_decay: 0.0 }
+    }
+}
+
+/// SGD, per element (PyTorch's rule):
+///
+/// ```text
+/// d = g + weight_decay · p
+/// if momentum ≠ 0:
+///     buf = d                                    on the first step
+///     buf = momentum · buf + (1 − dampening) · d  afterwards
+///     d = d + momentum · buf   if nesterov, else   d = buf
+/// p = p − lr · d
+/// ```
+pub struct Sgd {
+    config: SgdConfig,
+    state: SlotState,
+}
+
+impl Sgd {
+    /// An SGD optimizer.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a negative or non-finite `lr`, `momentum` or `weight_decay`, or
+    /// Nesterov without momentum or with dampening.
+    pub fn new(config: SgdConfig) -> Result<Sgd> {
+        let check = |arg: &'static str, v: f32| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                fail(ErrorKind::InvalidArgument { op: "Sgd::new", arg, reason: format!("{v} must be finite and >= 0") })
+            }
+        };
+        check("lr", config.lr)?;
+        check("momentum", config.momentum)?;
+        check("dampening", config.dampening)?;
+        check("weight_decay", config.weight_decay)?;
+        if config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0) {
+            return fail(ErrorKind::InvalidArgument {
+                op: "Sgd::new",
+                arg: "nesterov",
+                reason: "Nesterov momentum requires momentum > 0 and zero dampening".into(),
+            });
+        }
+        let slots: &'static [&'static str] = if config.momentum != 0.0 { &["momentum_buffer"] } else { &[] };
+        Ok(Sgd { config, state: SlotState::new(slots, false, config.lr) })
+    }
+
+    /// The hyperparameters (with the current learning rate).
+    pub fn config(&self) -> SgdConfig {
+        SgdConfig { lr: self.state.lr, ..self.config }
+    }
+}
+
+impl Optimizer for Sgd {
+    fn step(&mut self, model: &mut dyn Module) -> Result<()> {
+        let c = self.config;
+        let lr = self.state.lr;
+        apply("Sgd::step", model, &mut self.state, |p, g, st| {
+            let mut d: Vec<f32> = g.to_vec();
+            if c.weight_decay != 0.0 {
+                d.iter_mut().zip(p.iter()).for_each(|(d, p)| *d += c.weight_decay * p);
+            }
+            if c.momentum != 0.0 {
+                let buf = &mut st.bufs[0];
+                if buf.is_empty() {
+                    *buf = d.clone();
+                } else {
+                    buf.iter_mut().zip(&d).for_each(|(b, d)| *b = c.momentum * *b + (1.0 - c.dampening) * d);
+                }
+                if c.nesterov {
+                    d.iter_mut().zip(buf.iter()).for_each(|(d, b)| *d += c.momentum * b);
+                } else {
+                    d.copy_from_slice(buf);
+                }
+            }
+            p.iter_mut().zip(&d).for_each(|(p, d)| *p -= lr * d);
+        })
+    }
+
+    fn lr(&self) -> f32 {
+        self.state.lr
+    }
+
+    fn set_lr(&mut self, lr: f32) {
+        self.state.lr = lr;
+    }
+
+    fn steps_taken(&self) -> u64 {
+        self.state.steps
+    }
+
+    fn state(&self) -> Vec<(String, Tensor)> {
+        self.state.to_tensors()
+    }
+
+    fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
+        self.state = self.state.parse(model, state)?;
+        Ok(())
+    }
+}
