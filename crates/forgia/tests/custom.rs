@@ -110,8 +110,8 @@ fn softplus_custom_op_passes_gradcheck_on_several_shapes() {
     for shape in [vec![5], vec![2, 3], vec![2, 1, 4]] {
         let n = shape.iter().product();
         let x = Tensor::variable(lcg(n, n as u64), &shape).unwrap();
-        let r = gradcheck(|xs| Ok(custom_op(Softplus, &[&xs[0]])?.sum_all()), &[x], GradcheckOptions::default())
-            .unwrap();
+        let r =
+            gradcheck(|xs| Ok(custom_op(Softplus, &[&xs[0]])?.sum_all()), &[x], GradcheckOptions::default()).unwrap();
         assert!(r.passed(), "{shape:?}: {:?}", r.first_mismatch);
     }
 }
@@ -132,7 +132,9 @@ fn two_input_custom_op_passes_gradcheck_and_asks_only_for_needed_operands() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let a = Tensor::variable(lcg(6, 1), &[2, 3]).unwrap();
     let b = Tensor::variable(lcg(6, 2), &[2, 3]).unwrap();
-    let op = |xs: &[Tensor]| Ok(custom_op(Product { asked: Arc::new(Mutex::new(Vec::new())) }, &[&xs[0], &xs[1]])?.sum_all());
+    let op = |xs: &[Tensor]| {
+        Ok(custom_op(Product { asked: Arc::new(Mutex::new(Vec::new())) }, &[&xs[0], &xs[1]])?.sum_all())
+    };
     let r = gradcheck(op, &[a.clone(), b.clone()], GradcheckOptions::default()).unwrap();
     assert!(r.passed(), "{:?}", r.first_mismatch);
 

@@ -36,8 +36,13 @@ pub trait CustomOp: Send + Sync + 'static {
     /// # Errors
     /// Whatever the op wants to report; the backward pass returns it wrapped as
     /// `ErrorKind::Nested` with the op's name as the context.
-    fn backward(&self, inputs: &[Tensor], output: &Tensor, gy: &Tensor, needs_grad: &[bool])
-        -> Result<Vec<Option<Tensor>>>;
+    fn backward(
+        &self,
+        inputs: &[Tensor],
+        output: &Tensor,
+        gy: &Tensor,
+        needs_grad: &[bool],
+    ) -> Result<Vec<Option<Tensor>>>;
 }
 
 /// Applies a [`CustomOp`] to `inputs` and, when grad mode is on and some input has a gradient

@@ -18,3 +18,8 @@ pub use engine::BackwardOptions;
 pub(crate) use mode::set_grad_enabled;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};
+
+/// The worked examples of `docs/EXTENDING.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../docs/EXTENDING.md")]
+pub struct ExtendingGuide;
