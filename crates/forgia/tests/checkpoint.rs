@@ -294,3 +294,47 @@ fn create_graph_through_a_checkpoint_is_refused_not_wrong() {
     let e = y.sum_all().backward_with(None, BackwardOptions { create_graph: true, ..Default::default() }).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::DoubleBackwardUnsupported { op: "checkpoint" }), "{e:?}");
 }
+
+#[test]
+fn an_identity_block_passes_the_gradient_through() {
+    let _g = serial();
+    let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
+    let y = checkpoint(|xs| Ok(xs[0].clone()), &[&x]).unwrap();
+    y.backward_with_grad(&Tensor::from_vec(vec![3.0, -1.0], &[2]).unwrap()).unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![3.0, -1.0]);
+}
+
+/// Two heavy matmuls readied by one firing: the engine runs one branch on a pool thread, and
+/// the checkpoint below it recomputes (with recording on) and runs its nested pass there.
+#[test]
+fn a_checkpoint_reached_on_a_pool_thread_recomputes_correctly() {
+    let _g = serial();
+    let d = 256;
+    let (x, params) = model(2, d, d);
+    let (cx, cparams) = twin(&x, &params);
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let run = |x: &Tensor, p: &[Tensor], ckpt: bool| {
+        let y = |w: &Tensor, b: &Tensor| {
+            if !ckpt {
+                return layer(&[x.clone(), w.clone(), b.clone()]).unwrap();
+            }
+            let seen = threads.clone();
+            let block = move |xs: &[Tensor]| {
+                seen.lock().unwrap().push(std::thread::current().name().map(str::to_owned));
+                layer(xs)
+            };
+            checkpoint(block, &[x, w, b]).unwrap()
+        };
+        let h1 = y(&p[0], &p[1]).matmul(&p[2]).unwrap();
+        let h2 = y(&p[2], &p[3]).matmul(&p[0]).unwrap();
+        loss(&h1.add(&h2).unwrap()).backward().unwrap();
+    };
+    run(&x, &params, false);
+    run(&cx, &cparams, true);
+    assert_bitwise(&all(&x, &params), &all(&cx, &cparams));
+    let seen = threads.lock().unwrap();
+    assert_eq!(seen.len(), 4, "two forwards and two recomputes");
+    if forgia::num_threads() > 1 {
+        assert!(seen.iter().flatten().any(|n| n.starts_with("forgia-")), "{seen:?}");
+    }
+}
