@@ -28,6 +28,7 @@ mod parallel;
 pub mod tensor;
 
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
+pub use autograd::{checkpoint, checkpoint_with, custom_op, elemental_binary, elemental_unary, CustomOp};
 pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard};
 pub use error::{Error, ErrorKind, Result};
 pub use parallel::{num_threads, set_num_threads};

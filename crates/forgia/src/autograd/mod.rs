@@ -3,14 +3,24 @@
 //! file for the design and every memory ordering.
 
 mod api;
+mod checkpoint;
+mod custom;
+mod elemental;
 mod engine;
 pub mod gradcheck;
 mod mode;
 mod node;
 
+pub use checkpoint::{checkpoint, checkpoint_with};
+pub use custom::{custom_op, CustomOp};
+pub use elemental::{elemental_binary, elemental_unary};
 pub use engine::BackwardOptions;
-pub(crate) use mode::set_grad_enabled;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};
 #[cfg(test)]
 mod tests;
+
+/// The worked examples of `docs/EXTENDING.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../../docs/EXTENDING.md")]
+pub struct ExtendingGuide;
