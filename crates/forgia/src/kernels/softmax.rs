@@ -20,14 +20,15 @@ fn blocks(out: &mut [f32], block: usize, line: impl Fn(usize, &mut [f32]) + Sync
     }
 }
 
-/// `log Σ_r exp(x[o, r, i])` of one line, shifted by its maximum.
-fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> f32 {
+/// The log-sum-exp of one line as `(max, log Σ_r exp(x[r] - max))`: kept apart, so that
+/// `(x - max) - log_sum` stays exact for large logits (adding them back loses precision).
+fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
     let m = (0..red).map(|r| x[r * inner + i]).fold(f32::NEG_INFINITY, f32::max);
-    if m == f32::NEG_INFINITY {
-        return m;
+    if !m.is_finite() {
+        return (m, 0.0);
     }
     let s: f32 = (0..red).map(|r| (x[r * inner + i] - m).exp()).sum();
-    m + s.ln()
+    (m, s.ln())
 }
 
 /// Softmax (or log-softmax when `log`) along the middle axis.
@@ -36,9 +37,9 @@ pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bo
     blocks(&mut out, red * inner, |o, dst| {
         let src = &x[o * red * inner..(o + 1) * red * inner];
         for i in 0..inner {
-            let lse = line_lse(src, red, inner, i);
+            let (m, ls) = line_lse(src, red, inner, i);
             for r in 0..red {
-                let v = src[r * inner + i] - lse;
+                let v = (src[r * inner + i] - m) - ls;
                 dst[r * inner + i] = if log { v } else { v.exp() };
             }
         }
@@ -72,8 +73,9 @@ pub(crate) fn softmax_backward(y: &[f32], gy: &[f32], outer: usize, red: usize, 
     out
 }
 
-/// Log-sum-exp of each row of a packed `[rows, cols]` buffer.
-pub(crate) fn row_logsumexp(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+/// Log-sum-exp of each row of a packed `[rows, cols]` buffer, as `(max, log_sum)` pairs
+/// (`lse = max + log_sum`).
+pub(crate) fn row_logsumexp(x: &[f32], rows: usize, cols: usize) -> Vec<(f32, f32)> {
     (0..rows).map(|r| line_lse(&x[r * cols..(r + 1) * cols], cols, 1, 0)).collect()
 }
 

@@ -199,8 +199,9 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
         .map(|r| {
             let Some(y) = targets[r] else { return 0.0 };
             let row = &d[r * c..(r + 1) * c];
-            let mean = row.iter().sum::<f32>() / c as f32;
-            (1.0 - eps) * (lse[r] - row[y]) + eps * (lse[r] - mean)
+            let (m, ls) = lse[r];
+            let mean = row.iter().map(|&v| v - m).sum::<f32>() / c as f32;
+            (1.0 - eps) * (ls - (row[y] - m)) + eps * (ls - mean)
         })
         .collect();
     let (out, count) = combine(rows, targets, reduction);
@@ -216,7 +217,8 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
 
 struct CrossEntropyBackward {
     x: Tensor,
-    lse: Vec<f32>,
+    /// Per row `(max, log Σ exp(x - max))`.
+    lse: Vec<(f32, f32)>,
     targets: Vec<Option<usize>>,
     eps: f32,
     reduction: Reduction,
@@ -255,7 +257,7 @@ impl Backward for CrossEntropyBackward {
                 let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
                 for j in 0..c {
                     let at = r * c + j;
-                    out[at] = ((d[at] - self.lse[r]).exp() - t[at]) * s;
+                    out[at] = (((d[at] - self.lse[r].0) - self.lse[r].1).exp() - t[at]) * s;
                 }
             }
             Tensor::from_parts(out, &[n, c])
