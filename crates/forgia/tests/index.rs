@@ -78,10 +78,10 @@ fn index_ops_pass_gradcheck_including_strided_inputs() {
     let x = var(&[3, 4], 1);
     let i1 = Indices::from(vec![3usize, 0, 3]);
     let i2 = Indices::new(vec![2, 0, 1, 1, 0, 2], &[2, 3]).unwrap();
-    passes(|v| v[0].index_select(1, &i1), &[x.clone()]);
-    passes(|v| v[0].transpose(0, 1)?.index_select(0, &i1), &[x.clone()]);
-    passes(|v| v[0].gather(0, &i2), &[x.clone()]);
-    passes(|v| v[0].transpose(0, 1)?.gather(1, &i2), &[x.clone()]);
+    passes(|v| v[0].index_select(1, &i1), std::slice::from_ref(&x));
+    passes(|v| v[0].transpose(0, 1)?.index_select(0, &i1), std::slice::from_ref(&x));
+    passes(|v| v[0].gather(0, &i2), std::slice::from_ref(&x));
+    passes(|v| v[0].transpose(0, 1)?.gather(1, &i2), std::slice::from_ref(&x));
     let src = var(&[2, 3], 2);
     passes(|v| v[0].scatter_add(0, &i2, &v[1]), &[x.clone(), src.clone()]);
     // src larger than the index: the uncovered part gets zero gradient

@@ -123,14 +123,14 @@ fn losses_pass_gradcheck_including_strided_inputs() {
     for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
         for label_smoothing in [0.0, 0.2] {
             let o = CrossEntropyOptions { ignore_index: -100, label_smoothing, reduction };
-            passes(|v| loss::cross_entropy(&v[0], &ids, o), &[x.clone()]);
+            passes(|v| loss::cross_entropy(&v[0], &ids, o), std::slice::from_ref(&x));
             passes(
                 |v| loss::cross_entropy(&v[0].transpose(0, 1)?.transpose(0, 1)?.slice(1, 0, 3, 1)?, &ids, o),
-                &[x.clone()],
+                std::slice::from_ref(&x),
             );
         }
         let o = NllLossOptions { ignore_index: -100, reduction };
-        passes(|v| loss::nll_loss(&v[0].log_softmax(1)?, &ids, o), &[x.clone()]);
+        passes(|v| loss::nll_loss(&v[0].log_softmax(1)?, &ids, o), std::slice::from_ref(&x));
     }
     let t = var(&[3, 4], 2);
     let probs = Tensor::rand(&[4, 3], 0.1, 0.9, &mut forgia::Rng::new(1)).into_variable();
@@ -151,11 +151,16 @@ fn cross_entropy_backward_is_differentiable_under_create_graph() {
     let c = [var(&[3, 4], 4).detach()];
     for label_smoothing in [0.0, 0.1] {
         let o = CrossEntropyOptions { label_smoothing, ..Default::default() };
-        second_order::check(|v| loss::cross_entropy(&v[0], &ids, o), &[x.clone()], &Tensor::scalar(1.0), &c);
+        second_order::check(
+            |v| loss::cross_entropy(&v[0], &ids, o),
+            std::slice::from_ref(&x),
+            &Tensor::scalar(1.0),
+            &c,
+        );
     }
     let none = CrossEntropyOptions { reduction: Reduction::None, ..Default::default() };
     let seed = Tensor::from_vec(vec![1.0, -2.0, 0.5], &[3]).unwrap();
-    second_order::check(|v| loss::cross_entropy(&v[0], &ids, none), &[x.clone()], &seed, &c);
+    second_order::check(|v| loss::cross_entropy(&v[0], &ids, none), std::slice::from_ref(&x), &seed, &c);
     let t = var(&[3, 4], 5).detach();
     second_order::check(
         |v| loss::binary_cross_entropy_with_logits(&v[0], &t, Reduction::Mean),

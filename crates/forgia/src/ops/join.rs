@@ -210,7 +210,7 @@ impl Tensor {
         let mut dims = to.clone();
         if let Some(&i) = inferred.first() {
             let known: usize = to.iter().filter(|&&d| d != usize::MAX).product();
-            if known == 0 || self.numel() % known != 0 {
+            if known == 0 || !self.numel().is_multiple_of(known) {
                 return fail(bad());
             }
             dims[i] = self.numel() / known;
