@@ -31,16 +31,31 @@ fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
     (m, s.ln())
 }
 
-/// Softmax (or log-softmax when `log`) along the middle axis.
+/// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
+/// lines of a block are kept in vectors so every pass reads memory contiguously.
 pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Vec<f32> {
     let mut out = vec![0.0f32; outer * red * inner];
     blocks(&mut out, red * inner, |o, dst| {
         let src = &x[o * red * inner..(o + 1) * red * inner];
-        for i in 0..inner {
-            let (m, ls) = line_lse(src, red, inner, i);
-            for r in 0..red {
-                let v = (src[r * inner + i] - m) - ls;
-                dst[r * inner + i] = if log { v } else { v.exp() };
+        let mut m = vec![f32::NEG_INFINITY; inner];
+        for row in src.chunks_exact(inner) {
+            for (m, &v) in m.iter_mut().zip(row) {
+                *m = m.max(v);
+            }
+        }
+        let mut s = vec![0.0f32; inner];
+        for (row, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
+            for i in 0..inner {
+                // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
+                let shift = if m[i].is_finite() { m[i] } else { 0.0 };
+                d[i] = row[i] - shift;
+                s[i] += d[i].exp();
+            }
+        }
+        let ls: Vec<f32> = s.iter().map(|v| v.ln()).collect();
+        for d in dst.chunks_exact_mut(inner) {
+            for i in 0..inner {
+                d[i] = if log { d[i] - ls[i] } else { (d[i] - ls[i]).exp() };
             }
         }
     });
@@ -55,18 +70,15 @@ pub(crate) fn softmax_backward(y: &[f32], gy: &[f32], outer: usize, red: usize, 
     blocks(&mut out, red * inner, |o, dst| {
         let base = o * red * inner;
         let (y, g) = (&y[base..base + red * inner], &gy[base..base + red * inner]);
-        for i in 0..inner {
-            let at = |r: usize| r * inner + i;
-            if log {
-                let s: f32 = (0..red).map(|r| g[at(r)]).sum();
-                for r in 0..red {
-                    dst[at(r)] = g[at(r)] - y[at(r)].exp() * s;
-                }
-            } else {
-                let s: f32 = (0..red).map(|r| g[at(r)] * y[at(r)]).sum();
-                for r in 0..red {
-                    dst[at(r)] = y[at(r)] * (g[at(r)] - s);
-                }
+        let mut s = vec![0.0f32; inner];
+        for (yr, gr) in y.chunks_exact(inner).zip(g.chunks_exact(inner)) {
+            for i in 0..inner {
+                s[i] += if log { gr[i] } else { gr[i] * yr[i] };
+            }
+        }
+        for ((d, yr), gr) in dst.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
+            for i in 0..inner {
+                d[i] = if log { gr[i] - yr[i].exp() * s[i] } else { yr[i] * (gr[i] - s[i]) };
             }
         }
     });
