@@ -1,4 +1,5 @@
 //! Criterion benches of the softmax family and the fused cross-entropy (forward + backward).
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use forgia::loss::{cross_entropy, CrossEntropyOptions};
