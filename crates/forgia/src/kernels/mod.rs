@@ -3,5 +3,7 @@
 
 pub(crate) mod copy;
 pub(crate) mod gemm;
+pub(crate) mod index;
 pub(crate) mod pointwise;
 pub(crate) mod reduce;
+pub(crate) mod softmax;

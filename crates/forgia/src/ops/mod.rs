@@ -2,9 +2,15 @@
 //! its documented backward formula and its record sit together.
 
 pub(crate) mod binary;
+pub(crate) mod einsum;
+pub(crate) mod index;
+pub(crate) mod join;
+pub mod loss;
+mod loss_elementwise;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
 pub(crate) mod shape;
+pub(crate) mod softmax;
 pub(crate) mod unary;
 
 use crate::error::Result;

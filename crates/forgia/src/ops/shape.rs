@@ -108,10 +108,12 @@ impl Tensor {
     /// `AxisOutOfRange`; `IndexOutOfRange` when the range leaves the axis.
     pub fn narrow(&self, axis: impl Into<Axis>, start: usize, len: usize) -> Result<Tensor> {
         let a = self.axis("narrow", axis)?;
-        if start + len > self.shape()[a] {
+        // Checked: a huge `start + len` must be an error, not an overflow panic.
+        let end = start.checked_add(len).filter(|&e| e <= self.shape()[a]);
+        if end.is_none() {
             return fail(ErrorKind::IndexOutOfRange {
                 op: "narrow",
-                index: (start + len) as i64,
+                index: start.saturating_add(len).min(i64::MAX as usize) as i64,
                 size: self.shape()[a],
             });
         }

@@ -1,0 +1,25 @@
+//! Criterion benches of the softmax family and the fused cross-entropy (forward + backward).
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use forgia::loss::{cross_entropy, CrossEntropyOptions};
+use forgia::{Indices, Rng, Tensor};
+
+fn softmax(c: &mut Criterion) {
+    let mut rng = Rng::new(1);
+    let x = Tensor::randn(&[256, 1024], 0.0, 1.0, &mut rng);
+    c.bench_function("softmax_256x1024_last_axis", |b| b.iter(|| x.softmax(-1).unwrap()));
+    c.bench_function("softmax_256x1024_first_axis", |b| b.iter(|| x.softmax(0).unwrap()));
+    let labels = Indices::from((0..256).map(|i| (i * 37) % 1000).collect::<Vec<usize>>());
+    let logits = Tensor::randn(&[256, 1000], 0.0, 1.0, &mut rng);
+    c.bench_function("cross_entropy_256x1000_fwd_bwd", |b| {
+        b.iter(|| {
+            let v = logits.clone().into_variable();
+            cross_entropy(&v, &labels, CrossEntropyOptions::default()).unwrap().backward().unwrap();
+            v.grad().unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, softmax);
+criterion_main!(benches);

@@ -1,0 +1,115 @@
+//! Integer-indexed gathers and scatter-adds over packed buffers. Indices arrive validated
+//! (`ops/index.rs` checks every one against its axis), so these loops cannot write out of
+//! bounds; the slice indexing still bounds-checks as a last line of defence.
+
+/// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]`.
+pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Vec<f32> {
+    let n = idx.len();
+    let mut out = vec![0.0f32; outer * n * inner];
+    for o in 0..outer {
+        for (j, &k) in idx.iter().enumerate() {
+            let src = &x[(o * d + k) * inner..(o * d + k + 1) * inner];
+            out[(o * n + j) * inner..(o * n + j + 1) * inner].copy_from_slice(src);
+        }
+    }
+    out
+}
+
+/// `dst[o, idx[j], i] += src[o, j, i]` for `dst` packed as `[outer, d, inner]`.
+pub(crate) fn index_add(dst: &mut [f32], outer: usize, d: usize, inner: usize, idx: &[usize], src: &[f32]) {
+    let n = idx.len();
+    for o in 0..outer {
+        for (j, &k) in idx.iter().enumerate() {
+            let s = &src[(o * n + j) * inner..(o * n + j + 1) * inner];
+            for (a, &b) in dst[(o * d + k) * inner..(o * d + k + 1) * inner].iter_mut().zip(s) {
+                *a += b;
+            }
+        }
+    }
+}
+
+/// Calls `f(position in the index, offset in a packed tensor of shape `target`)` for every
+/// element of an index of shape `shape`, where the target offset uses the index's coordinates
+/// on every axis but `axis`, and the index value on `axis`.
+fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: impl FnMut(usize, usize)) {
+    let rank = shape.len();
+    let total: usize = shape.iter().product();
+    let mut strides = vec![1usize; rank];
+    for a in (0..rank.saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * target[a + 1];
+    }
+    let mut coord = vec![0usize; rank];
+    for (p, &k) in idx.iter().enumerate().take(total) {
+        let off: usize = (0..rank).map(|a| if a == axis { k } else { coord[a] } * strides[a]).sum();
+        f(p, off);
+        for a in (0..rank).rev() {
+            coord[a] += 1;
+            if coord[a] < shape[a] {
+                break;
+            }
+            coord[a] = 0;
+        }
+    }
+}
+
+/// `out[p] = x[p with axis replaced by idx[p]]` (torch.gather) for packed `x` of `x_shape`
+/// and an index of `idx_shape`.
+pub(crate) fn gather(x: &[f32], x_shape: &[usize], axis: usize, idx: &[usize], idx_shape: &[usize]) -> Vec<f32> {
+    let mut out = vec![0.0f32; idx.len()];
+    walk(idx_shape, x_shape, axis, idx, |p, off| out[p] = x[off]);
+    out
+}
+
+/// `dst[p with axis replaced by idx[p]] += src[p]` (torch.scatter_add) for packed `dst` of
+/// `dst_shape`, an index of `idx_shape`, and `src` packed with `src_shape` (covering the index).
+pub(crate) fn scatter_add(
+    dst: &mut [f32],
+    dst_shape: &[usize],
+    axis: usize,
+    idx: &[usize],
+    idx_shape: &[usize],
+    src: &[f32],
+    src_shape: &[usize],
+) {
+    let mut vals = Vec::with_capacity(idx.len());
+    // Source values at the index's coordinates (the source may be larger than the index).
+    walk_plain(idx_shape, src_shape, |off| vals.push(src[off]));
+    walk(idx_shape, dst_shape, axis, idx, |p, off| dst[off] += vals[p]);
+}
+
+/// Calls `f(offset)` in a packed tensor of shape `target` for each coordinate of `shape`.
+fn walk_plain(shape: &[usize], target: &[usize], mut f: impl FnMut(usize)) {
+    let rank = shape.len();
+    let total: usize = shape.iter().product();
+    let mut strides = vec![1usize; rank];
+    for a in (0..rank.saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * target[a + 1];
+    }
+    let mut coord = vec![0usize; rank];
+    for _ in 0..total {
+        f((0..rank).map(|a| coord[a] * strides[a]).sum());
+        for a in (0..rank).rev() {
+            coord[a] += 1;
+            if coord[a] < shape[a] {
+                break;
+            }
+            coord[a] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_and_scatter_follow_torch() {
+        // x = [[0,1,2],[3,4,5]], gather axis 1 with [[2,0],[1,1]] -> [[2,0],[4,4]]
+        let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
+        assert_eq!(gather(&x, &[2, 3], 1, &[2, 0, 1, 1], &[2, 2]), vec![2.0, 0.0, 4.0, 4.0]);
+        let mut d = vec![0.0; 6];
+        scatter_add(&mut d, &[2, 3], 1, &[2, 0, 1, 1], &[2, 2], &[1.0, 2.0, 9.0, 3.0, 4.0, 9.0], &[2, 3]);
+        assert_eq!(d, vec![2.0, 0.0, 1.0, 0.0, 7.0, 0.0]);
+        assert_eq!(index_select(&x, 1, 2, 3, &[1, 1, 0]), vec![3.0, 4.0, 5.0, 3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
+    }
+}

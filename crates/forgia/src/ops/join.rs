@@ -1,0 +1,270 @@
+//! Shape ops that join, split or rebuild tensors: concat, stack, split, chunk, constant pad,
+//! flip, repeat, and reshape with an inferred axis. Splits are views; the others write one
+//! packed output. Every backward is built from views (narrow) or from these same ops, so it
+//! is differentiable.
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::copy;
+use crate::tensor::layout::{for_each_offset, numel};
+use crate::tensor::{Axis, Layout, Shape, Tensor};
+
+/// Writes the packed `values` into `dst` at the positions of `layout`.
+fn write_into(dst: &mut [f32], layout: &Layout, values: &[f32]) {
+    let mut i = 0;
+    for_each_offset(layout, |o| {
+        dst[o] = values[i];
+        i += 1;
+    });
+}
+
+/// Checks that every tensor has the rank and shape of the first, except along `axis`.
+fn check_same_but(op: &'static str, ts: &[&Tensor], axis: Option<usize>) -> Result<()> {
+    let first = ts[0].shape();
+    for t in &ts[1..] {
+        let ok = t.rank() == first.len()
+            && t.shape().iter().zip(first).enumerate().all(|(i, (a, b))| a == b || Some(i) == axis);
+        if !ok {
+            return fail(ErrorKind::ShapeMismatch { op, lhs: first.to_vec(), rhs: t.shape().to_vec() });
+        }
+    }
+    Ok(())
+}
+
+impl Tensor {
+    /// Joins tensors along an existing `axis` (resolved against the first tensor); all other
+    /// axes must match.
+    ///
+    /// Backward: operand `i` gets `gy.narrow(axis, offset_i, len_i)` (a view).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty list; `AxisOutOfRange`; `ShapeMismatch` when ranks or
+    /// the other axes differ.
+    pub fn concat(tensors: &[&Tensor], axis: impl Into<Axis>) -> Result<Tensor> {
+        if tensors.is_empty() {
+            return fail(ErrorKind::InvalidArgument { op: "concat", arg: "tensors", reason: "empty list".into() });
+        }
+        let a = tensors[0].axis("concat", axis)?;
+        check_same_but("concat", tensors, Some(a))?;
+        let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[a]).collect();
+        let mut shape: Shape = tensors[0].shape().into();
+        shape[a] = sizes.iter().sum();
+        let mut data = vec![0.0f32; numel(&shape)];
+        let full = Layout::contiguous(&shape);
+        let mut start = 0;
+        for (t, &len) in tensors.iter().zip(&sizes) {
+            t.with_data(|v| write_into(&mut data, &full.narrowed(a, start, len, 1), v));
+            start += len;
+        }
+        let mut out = Tensor::from_parts(data, &shape);
+        out.names = tensors[0].names.clone();
+        Ok(attach(out, tensors, || ConcatBackward { axis: a, sizes }))
+    }
+
+    /// Joins equally shaped tensors along a new `axis` (`0..=rank`, negative counts from the
+    /// end of the output).
+    ///
+    /// Backward: through `unsqueeze` and `concat` (a view per operand).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty list; `AxisOutOfRange`; `ShapeMismatch` when shapes differ.
+    pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+        if tensors.is_empty() {
+            return fail(ErrorKind::InvalidArgument { op: "stack", arg: "tensors", reason: "empty list".into() });
+        }
+        check_same_but("stack", tensors, None)?;
+        let r = tensors[0].rank() as isize + 1;
+        if axis < -r || axis >= r {
+            return fail(ErrorKind::AxisOutOfRange { op: "stack", axis, rank: tensors[0].rank() });
+        }
+        let parts = tensors.iter().map(|t| t.unsqueeze(axis)).collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        Tensor::concat(&refs, axis)
+    }
+
+    /// Splits `axis` into consecutive parts of the given `sizes` (views).
+    ///
+    /// # Errors
+    /// `AxisOutOfRange`; `InvalidArgument` when the sizes do not add up to the axis.
+    pub fn split(&self, axis: impl Into<Axis>, sizes: &[usize]) -> Result<Vec<Tensor>> {
+        let a = self.axis("split", axis)?;
+        if sizes.iter().sum::<usize>() != self.shape()[a] {
+            return fail(ErrorKind::InvalidArgument {
+                op: "split",
+                arg: "sizes",
+                reason: format!("{sizes:?} do not add up to {} (shape {:?})", self.shape()[a], self.shape()),
+            });
+        }
+        let mut start = 0;
+        let mut parts = Vec::with_capacity(sizes.len());
+        for &len in sizes {
+            parts.push(self.narrow(a, start, len)?);
+            start += len;
+        }
+        Ok(parts)
+    }
+
+    /// Splits `axis` into `n` views of `ceil(size / n)` elements (the last may be smaller, and
+    /// there may be fewer than `n` parts), like `torch.chunk`.
+    ///
+    /// # Errors
+    /// `AxisOutOfRange`; `InvalidArgument` for `n == 0`.
+    pub fn chunk(&self, n: usize, axis: impl Into<Axis>) -> Result<Vec<Tensor>> {
+        let a = self.axis("chunk", axis)?;
+        if n == 0 {
+            return fail(ErrorKind::InvalidArgument { op: "chunk", arg: "n", reason: "must be at least 1".into() });
+        }
+        let size = self.shape()[a];
+        let step = size.div_ceil(n).max(1);
+        let sizes: Vec<usize> = (0..size).step_by(step).map(|s| step.min(size - s)).collect();
+        self.split(a, &sizes)
+    }
+
+    /// Constant padding: `pads[i] = (before, after)` elements of `value` around axis `i`
+    /// (one pair per axis, in axis order).
+    ///
+    /// Backward: `gx = gy` narrowed back to the interior (a view).
+    ///
+    /// # Errors
+    /// `RankMismatch` unless there is one pair per axis.
+    pub fn pad(&self, pads: &[(usize, usize)], value: f32) -> Result<Tensor> {
+        if pads.len() != self.rank() {
+            return fail(ErrorKind::RankMismatch {
+                op: "pad",
+                expected: "one (before, after) pair per axis",
+                shape: self.shape().to_vec(),
+            });
+        }
+        let shape: Shape = self.shape().iter().zip(pads).map(|(&d, &(b, e))| d + b + e).collect();
+        let mut data = vec![value; numel(&shape)];
+        let mut inner = Layout::contiguous(&shape);
+        for (i, (&d, &(b, _))) in self.shape().iter().zip(pads).enumerate() {
+            inner = inner.narrowed(i, b, d, 1);
+        }
+        self.with_data(|v| write_into(&mut data, &inner, v));
+        let mut out = Tensor::from_parts(data, &shape);
+        out.names = self.names.clone();
+        Ok(attach(out, &[self], || PadBackward { pads: pads.to_vec(), in_shape: self.shape().into() }))
+    }
+
+    /// Reverses the order of elements along each of `axes` (a packed copy: views never carry
+    /// negative strides).
+    ///
+    /// Backward: `gx = gy.flip(axes)`.
+    ///
+    /// # Errors
+    /// `AxisOutOfRange`, `UnknownAxisName` or `DuplicateAxis` for bad axes.
+    pub fn flip(&self, axes: impl Into<crate::tensor::Axes>) -> Result<Tensor> {
+        let axes = self.axes("flip", axes)?;
+        let mut l = self.layout.clone();
+        for &a in &axes {
+            let d = l.shape[a];
+            if d > 0 {
+                l.offset = (l.offset as isize + (d as isize - 1) * l.strides[a]) as usize;
+            }
+            l.strides[a] = -l.strides[a];
+        }
+        let mut out = Tensor::from_parts(copy::gather(self.storage.as_slice(), &l), self.shape());
+        out.names = self.names.clone();
+        Ok(attach(out, &[self], || FlipBackward { axes: axes.to_vec() }))
+    }
+
+    /// Tiles the tensor: axis `i` is repeated `repeats[i]` times (`torch.Tensor.repeat`).
+    /// With more repeats than axes, leading size-1 axes are prepended first.
+    ///
+    /// Backward: through `reshape` and `broadcast_to` (a sum over the copies).
+    ///
+    /// # Errors
+    /// `RankMismatch` when there are fewer repeats than axes.
+    pub fn repeat(&self, repeats: &[usize]) -> Result<Tensor> {
+        if repeats.len() < self.rank() {
+            return fail(ErrorKind::RankMismatch {
+                op: "repeat",
+                expected: "at least one repeat count per axis",
+                shape: self.shape().to_vec(),
+            });
+        }
+        let extra = repeats.len() - self.rank();
+        let dims: Vec<usize> = std::iter::repeat_n(1, extra).chain(self.shape().iter().copied()).collect();
+        // [1, d0, 1, d1, ...] broadcast to [r0, d0, r1, d1, ...], then merged pairwise.
+        let interleaved: Vec<usize> = dims.iter().flat_map(|&d| [1, d]).collect();
+        let expanded: Vec<usize> = repeats.iter().zip(&dims).flat_map(|(&r, &d)| [r, d]).collect();
+        let merged: Vec<usize> = repeats.iter().zip(&dims).map(|(&r, &d)| r * d).collect();
+        self.reshape(&interleaved)?.broadcast_to(&expanded)?.reshape(&merged)
+    }
+
+    /// [`Tensor::reshape`] where one entry may be `-1`, inferred from the element count.
+    ///
+    /// # Errors
+    /// `InvalidReshape` for more than one `-1`, another negative entry, or sizes that do not fit
+    /// (the `-1` shows as `usize::MAX` in the error).
+    pub fn reshape_infer(&self, shape: &[isize]) -> Result<Tensor> {
+        let to: Vec<usize> = shape.iter().map(|&d| if d < 0 { usize::MAX } else { d as usize }).collect();
+        let bad = || ErrorKind::InvalidReshape { op: "reshape", from: self.shape().to_vec(), to: to.clone() };
+        let inferred: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] < 0).collect();
+        if inferred.len() > 1 || inferred.iter().any(|&i| shape[i] != -1) {
+            return fail(bad());
+        }
+        let mut dims = to.clone();
+        if let Some(&i) = inferred.first() {
+            let known: usize = to.iter().filter(|&&d| d != usize::MAX).product();
+            if known == 0 || !self.numel().is_multiple_of(known) {
+                return fail(bad());
+            }
+            dims[i] = self.numel() / known;
+        }
+        self.reshape(&dims)
+    }
+}
+
+struct ConcatBackward {
+    axis: usize,
+    sizes: Vec<usize>,
+}
+impl Backward for ConcatBackward {
+    fn name(&self) -> &'static str {
+        "concat"
+    }
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, self.sizes.len());
+        let mut start = 0;
+        for (i, &len) in self.sizes.iter().enumerate() {
+            if cx.needs_grad(i) {
+                out[i] = Some(gy.narrow(self.axis, start, len)?);
+            }
+            start += len;
+        }
+        Ok(out)
+    }
+}
+
+struct PadBackward {
+    pads: Vec<(usize, usize)>,
+    in_shape: Shape,
+}
+impl Backward for PadBackward {
+    fn name(&self) -> &'static str {
+        "pad"
+    }
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut g = gy.clone();
+        for (i, (&d, &(b, _))) in self.in_shape.iter().zip(&self.pads).enumerate() {
+            g = g.narrow(i, b, d)?;
+        }
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
+struct FlipBackward {
+    axes: Vec<usize>,
+}
+impl Backward for FlipBackward {
+    fn name(&self) -> &'static str {
+        "flip"
+    }
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        Ok(SmallVec::from_elem(Some(gy.flip(self.axes.clone())?), 1))
+    }
+}

@@ -1,0 +1,297 @@
+//! Loss functions (PyTorch semantics): class losses over logits or log-probabilities with
+//! integer labels (`cross_entropy` with a fused one-pass backward, `nll_loss`), and the
+//! elementwise regression / binary losses re-exported from `loss_elementwise`.
+//!
+//! ```
+//! use forgia::loss::{cross_entropy, CrossEntropyOptions};
+//! use forgia::{Indices, Tensor};
+//! let logits = Tensor::variable(vec![2.0, 0.0, 0.0, 2.0], &[2, 2])?;
+//! let loss = cross_entropy(&logits, &Indices::from(vec![0usize, 1]), CrossEntropyOptions::default())?;
+//! loss.backward()?;
+//! assert!(loss.item()? < 0.2);
+//! # Ok::<(), forgia::Error>(())
+//! ```
+
+use smallvec::SmallVec;
+
+pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::softmax::row_logsumexp;
+use crate::ops::index::Indices;
+use crate::tensor::Tensor;
+
+/// How a loss combines its per-element (or per-row) values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reduction {
+    /// The mean (for class losses: over the rows that are not ignored).
+    #[default]
+    Mean,
+    /// The sum.
+    Sum,
+    /// No reduction: one value per element (per row for class losses).
+    None,
+    /// The sum divided by the size of the first axis (`kl_div`'s mathematically correct
+    /// mean); elementwise losses only.
+    BatchMean,
+}
+
+/// Options of [`cross_entropy`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CrossEntropyOptions {
+    /// Rows with this label contribute nothing and are not counted by `Mean` (default -100).
+    pub ignore_index: i64,
+    /// `ε` in `[0, 1]`: the target is `(1-ε)·one_hot + ε/C` (default 0).
+    pub label_smoothing: f32,
+    /// How rows are combined (default `Mean`).
+    pub reduction: Reduction,
+}
+
+impl Default for CrossEntropyOptions {
+    fn default() -> Self {
+        CrossEntropyOptions { ignore_index: -100, label_smoothing: 0.0, reduction: Reduction::Mean }
+    }
+}
+
+/// Options of [`nll_loss`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NllLossOptions {
+    /// Rows with this label contribute nothing and are not counted by `Mean` (default -100).
+    pub ignore_index: i64,
+    /// How rows are combined (default `Mean`).
+    pub reduction: Reduction,
+}
+
+impl Default for NllLossOptions {
+    fn default() -> Self {
+        NllLossOptions { ignore_index: -100, reduction: Reduction::Mean }
+    }
+}
+
+/// Cross-entropy of class `logits` `[N, C]` (or `[N, C, d...]`) against integer `labels`
+/// `[N]` (or `[N, d...]`): `(1-ε)·(lse - x_y) + ε·(lse - mean_c x_c)` per row, `lse` the row's
+/// log-sum-exp; ignored rows give 0. `Mean` divides by the rows not ignored (NaN if none).
+///
+/// Backward, one pass from the saved per-row log-sum-exp:
+/// `gx = (softmax(x) - target) * w_row * gy / count`, with `target = (1-ε)·one_hot + ε/C`.
+/// Under `create_graph` the same formula runs in differentiable tensor ops.
+///
+/// # Errors
+/// `RankMismatch` for logits of rank < 2; `ShapeMismatch` for labels of the wrong shape;
+/// `IndexOutOfRange` for a label outside `0..C` that is not `ignore_index`; `InvalidArgument`
+/// for `label_smoothing` outside `[0, 1]` or `BatchMean`.
+pub fn cross_entropy(logits: &Tensor, labels: &Indices, options: CrossEntropyOptions) -> Result<Tensor> {
+    let eps = options.label_smoothing;
+    if !(0.0..=1.0).contains(&eps) {
+        return fail(ErrorKind::InvalidArgument {
+            op: "cross_entropy",
+            arg: "label_smoothing",
+            reason: format!("{eps} is not in [0, 1]"),
+        });
+    }
+    per_row("cross_entropy", logits, labels, options.ignore_index, options.reduction, |x, t| {
+        cross_entropy_2d(x, t, eps, options.reduction)
+    })
+}
+
+/// Negative log-likelihood of log-probabilities `[N, C]` (or `[N, C, d...]`) at integer
+/// `labels`: `-x[row, label]`, 0 for ignored rows; `Mean` divides by the rows not ignored.
+///
+/// Backward: `gx = -one_hot(labels) * w_row * gy / count` (linear in `gy`, so differentiable).
+///
+/// # Errors
+/// As [`cross_entropy`] (without the smoothing check).
+pub fn nll_loss(log_probs: &Tensor, labels: &Indices, options: NllLossOptions) -> Result<Tensor> {
+    per_row("nll_loss", log_probs, labels, options.ignore_index, options.reduction, |x, t| {
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        let rows: Vec<f32> =
+            x.with_data(|d| t.iter().enumerate().map(|(r, y)| y.map_or(0.0, |y| -d[r * c + y])).collect());
+        let (out, count) = combine(rows, t, options.reduction);
+        Ok(attach(out, &[x], || NllBackward { targets: t.to_vec(), n, c, reduction: options.reduction, count }))
+    })
+}
+
+/// Validates the shapes and labels of a class loss, flattens `[N, C, d...]` to `[M, C]`, runs
+/// `f` on the 2-D form, and reshapes a `None` reduction back to the labels' shape.
+fn per_row(
+    op: &'static str,
+    x: &Tensor,
+    labels: &Indices,
+    ignore: i64,
+    reduction: Reduction,
+    f: impl FnOnce(&Tensor, &[Option<usize>]) -> Result<Tensor>,
+) -> Result<Tensor> {
+    if reduction == Reduction::BatchMean {
+        return fail(ErrorKind::InvalidArgument {
+            op,
+            arg: "reduction",
+            reason: "BatchMean is for elementwise losses".into(),
+        });
+    }
+    if x.rank() < 2 {
+        return fail(ErrorKind::RankMismatch { op, expected: "rank >= 2 ([N, C, ...])", shape: x.shape().to_vec() });
+    }
+    let c = x.shape()[1];
+    let want: Vec<usize> = [x.shape()[0]].into_iter().chain(x.shape()[2..].iter().copied()).collect();
+    if labels.shape() != want.as_slice() {
+        return fail(ErrorKind::ShapeMismatch { op, lhs: x.shape().to_vec(), rhs: labels.shape().to_vec() });
+    }
+    let targets: Vec<Option<usize>> = labels
+        .data()
+        .iter()
+        .map(|&l| match l {
+            l if l == ignore => Ok(None),
+            l if l >= 0 && (l as u64) < c as u64 => Ok(Some(l as usize)),
+            l => fail(ErrorKind::IndexOutOfRange { op, index: l, size: c }),
+        })
+        .collect::<Result<_>>()?;
+    if x.rank() == 2 {
+        return f(x, &targets);
+    }
+    let perm: Vec<usize> = [0].into_iter().chain(2..x.rank()).chain([1]).collect();
+    let flat = x.permute(&perm)?.reshape(&[labels.len(), c])?;
+    let out = f(&flat, &targets)?;
+    if reduction == Reduction::None {
+        out.reshape(labels.shape())
+    } else {
+        Ok(out)
+    }
+}
+
+/// Per-row values combined by `reduction`, and the count of rows not ignored.
+fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (Tensor, usize) {
+    let count = targets.iter().filter(|t| t.is_some()).count();
+    let total = rows.iter().map(|&v| v as f64).sum::<f64>();
+    let out = match reduction {
+        Reduction::None => Tensor::from_parts(rows.clone(), &[rows.len()]),
+        Reduction::Sum => Tensor::scalar(total as f32),
+        _ => Tensor::scalar((total / count as f64) as f32),
+    };
+    (out, count)
+}
+
+/// The per-row gradient scale `w_row * g_row` (ignoring `gy`): 0 for ignored rows, `1/count`
+/// under `Mean`, 1 otherwise, as an `[N, 1]` constant.
+fn row_weights(targets: &[Option<usize>], reduction: Reduction, count: usize) -> Tensor {
+    let w = if reduction == Reduction::Mean { 1.0 / count as f32 } else { 1.0 };
+    let data = targets.iter().map(|t| if t.is_some() { w } else { 0.0 }).collect();
+    Tensor::from_parts(data, &[targets.len(), 1])
+}
+
+/// `gy` shaped to broadcast against `[N, C]`: `[N, 1]` per row, or `[1, 1]` for a scalar.
+fn gy_rows(gy: &Tensor) -> Result<Tensor> {
+    if gy.rank() == 0 {
+        gy.reshape(&[1, 1])
+    } else {
+        gy.reshape(&[gy.numel(), 1])
+    }
+}
+
+fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: Reduction) -> Result<Tensor> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    if c == 0 {
+        return fail(ErrorKind::EmptyTensor { op: "cross_entropy", shape: x.shape().to_vec() });
+    }
+    let data = x.contiguous_data();
+    let d = data.packed();
+    let lse = row_logsumexp(d, n, c);
+    let rows: Vec<f32> = (0..n)
+        .map(|r| {
+            let Some(y) = targets[r] else { return 0.0 };
+            let row = &d[r * c..(r + 1) * c];
+            let (m, ls) = lse[r];
+            let mean = row.iter().map(|&v| v - m).sum::<f32>() / c as f32;
+            (1.0 - eps) * (ls - (row[y] - m)) + eps * (ls - mean)
+        })
+        .collect();
+    let (out, count) = combine(rows, targets, reduction);
+    Ok(attach(out, &[x], || CrossEntropyBackward {
+        x: data.clone(),
+        lse,
+        targets: targets.to_vec(),
+        eps,
+        reduction,
+        count,
+    }))
+}
+
+struct CrossEntropyBackward {
+    x: Tensor,
+    /// Per row `(max, log Σ exp(x - max))`.
+    lse: Vec<(f32, f32)>,
+    targets: Vec<Option<usize>>,
+    eps: f32,
+    reduction: Reduction,
+    count: usize,
+}
+
+impl CrossEntropyBackward {
+    /// The smoothed target distribution, `[N, C]`.
+    fn target(&self, c: usize) -> Vec<f32> {
+        let mut t = vec![self.eps / c as f32; self.targets.len() * c];
+        for (r, y) in self.targets.iter().enumerate() {
+            if let Some(y) = y {
+                t[r * c + y] += 1.0 - self.eps;
+            }
+        }
+        t
+    }
+}
+
+impl Backward for CrossEntropyBackward {
+    fn name(&self) -> &'static str {
+        "cross_entropy"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let (n, c) = (self.x.shape()[0], self.x.shape()[1]);
+        let w = row_weights(&self.targets, self.reduction, self.count);
+        let gx = if cx.create_graph() {
+            let target = Tensor::from_parts(self.target(c), &[n, c]);
+            cx.input(0, &self.x).softmax(1)?.sub(&target)?.mul(&w)?.mul(&gy_rows(gy)?)?
+        } else {
+            let g = gy.to_vec();
+            let (w, d, t) = (w.packed(), self.x.packed(), self.target(c));
+            let mut out = vec![0.0f32; n * c];
+            for r in 0..n {
+                let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
+                for j in 0..c {
+                    let at = r * c + j;
+                    out[at] = (((d[at] - self.lse[r].0) - self.lse[r].1).exp() - t[at]) * s;
+                }
+            }
+            Tensor::from_parts(out, &[n, c])
+        };
+        Ok(SmallVec::from_elem(Some(gx), 1))
+    }
+
+    fn estimated_work(&self) -> usize {
+        4 * self.x.numel()
+    }
+}
+
+struct NllBackward {
+    targets: Vec<Option<usize>>,
+    n: usize,
+    c: usize,
+    reduction: Reduction,
+    count: usize,
+}
+
+impl Backward for NllBackward {
+    fn name(&self) -> &'static str {
+        "nll_loss"
+    }
+
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut hot = vec![0.0f32; self.n * self.c];
+        for (r, y) in self.targets.iter().enumerate() {
+            if let Some(y) = y {
+                hot[r * self.c + y] = -1.0;
+            }
+        }
+        let w = row_weights(&self.targets, self.reduction, self.count);
+        let gx = Tensor::from_parts(hot, &[self.n, self.c]).mul(&w)?.mul(&gy_rows(gy)?)?;
+        Ok(SmallVec::from_elem(Some(gx), 1))
+    }
+}

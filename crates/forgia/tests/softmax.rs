@@ -1,0 +1,94 @@
+//! The softmax family: literal values, stability on large logits, gradchecks (incl. strided
+//! inputs), JAX goldens, second order through `create_graph`, bad axes.
+
+mod common;
+
+use common::golden::{self, assert_close};
+use common::second_order;
+use forgia::{gradcheck, ErrorKind, GradcheckOptions, Result, Tensor};
+
+fn var(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data = (0..n).map(|i| ((i as u64 * 7 + seed * 13) % 17) as f32 * 0.25 - 2.0).collect();
+    Tensor::variable(data, shape).unwrap()
+}
+
+fn passes(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor]) {
+    let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
+    assert!(report.passed(), "{:?}", report.first_mismatch);
+}
+
+#[test]
+fn softmax_goldens_match_jax() {
+    for c in golden::load("softmax") {
+        let x = c.inputs[0].clone().into_variable();
+        let axis = c.attrs["axis"].as_i64().unwrap();
+        let y = match c.op.as_str() {
+            "softmax" => x.softmax(axis),
+            "log_softmax" => x.log_softmax(axis),
+            op => panic!("unhandled softmax op {op}"),
+        }
+        .unwrap();
+        assert_close(&y, c.output.as_ref().unwrap(), 1e-5, &c.name);
+        y.backward_with_grad(c.cotangent.as_ref().unwrap()).unwrap();
+        assert_close(&x.grad().unwrap(), c.grads[0].as_ref().unwrap(), 1e-5, &format!("{} grad", c.name));
+    }
+}
+
+#[test]
+fn softmax_gives_literal_values_and_gradients() {
+    // softmax([0, ln 3]) = [1/4, 3/4]; with gy = [1, 0]: gx = y*(gy - y·gy) = [1/4*3/4, -3/4*1/4].
+    let x = Tensor::variable(vec![0.0, 3f32.ln()], &[2]).unwrap();
+    let y = x.softmax(0).unwrap();
+    assert_close(&y, &Tensor::from_vec(vec![0.25, 0.75], &[2]).unwrap(), 1e-6, "softmax");
+    y.backward_with_grad(&Tensor::from_vec(vec![1.0, 0.0], &[2]).unwrap()).unwrap();
+    assert_close(&x.grad().unwrap(), &Tensor::from_vec(vec![0.1875, -0.1875], &[2]).unwrap(), 1e-6, "grad");
+    // log_softmax: gx = gy - softmax * sum(gy); with gy = [1, 0]: [1 - 1/4, -3/4].
+    let z = Tensor::variable(vec![0.0, 3f32.ln()], &[2]).unwrap();
+    let l = z.log_softmax(-1).unwrap();
+    assert_close(&l, &Tensor::from_vec(vec![0.25f32.ln(), 0.75f32.ln()], &[2]).unwrap(), 1e-6, "log_softmax");
+    l.backward_with_grad(&Tensor::from_vec(vec![1.0, 0.0], &[2]).unwrap()).unwrap();
+    assert_close(&z.grad().unwrap(), &Tensor::from_vec(vec![0.75, -0.75], &[2]).unwrap(), 1e-6, "grad");
+}
+
+#[test]
+fn softmax_is_stable_for_huge_logits() {
+    let x = Tensor::from_vec(vec![1e4, 1e4 + 1.0, -1e4, 0.0], &[2, 2]).unwrap();
+    let y = x.softmax(1).unwrap().to_vec();
+    assert!(y.iter().all(|v| v.is_finite()));
+    assert!((y[0] + y[1] - 1.0).abs() < 1e-6 && y[2] == 0.0 && y[3] == 1.0, "{y:?}");
+    let l = x.log_softmax(1).unwrap().to_vec();
+    assert!(l.iter().all(|v| v.is_finite()));
+    assert!((l[2] + 1e4).abs() < 1.0);
+}
+
+#[test]
+fn softmax_family_passes_gradcheck_on_every_axis_and_strided_inputs() {
+    let x = var(&[2, 3, 4], 1);
+    for axis in [0isize, 1, 2, -1] {
+        passes(|v| v[0].softmax(axis), std::slice::from_ref(&x));
+        passes(|v| v[0].log_softmax(axis), std::slice::from_ref(&x));
+    }
+    passes(|v| v[0].transpose(0, 2)?.softmax(1), std::slice::from_ref(&x));
+    passes(|v| v[0].slice(2, 0, 4, 2)?.log_softmax(-1), std::slice::from_ref(&x));
+    passes(|v| v[0].softmax(1)?.log_softmax(0), &[x]);
+}
+
+#[test]
+fn softmax_and_log_softmax_are_twice_differentiable() {
+    let x = var(&[2, 3], 1);
+    let seed = Tensor::from_vec(vec![0.5, -1.0, 2.0, 1.0, 0.25, -0.5], &[2, 3]).unwrap();
+    let c = [var(&[2, 3], 2).detach()];
+    second_order::check(|v| v[0].softmax(1), std::slice::from_ref(&x), &seed, &c);
+    second_order::check(|v| v[0].log_softmax(1), std::slice::from_ref(&x), &seed, &c);
+    second_order::check(|v| v[0].transpose(0, 1)?.softmax(0), &[x], &seed.transpose(0, 1).unwrap().contiguous(), &c);
+}
+
+#[test]
+fn softmax_with_a_bad_axis_is_an_error() {
+    let x = Tensor::zeros(&[2, 3]);
+    assert!(matches!(x.softmax(2).unwrap_err().kind(), ErrorKind::AxisOutOfRange { op: "softmax", .. }));
+    assert!(matches!(x.log_softmax(-3).unwrap_err().kind(), ErrorKind::AxisOutOfRange { op: "log_softmax", .. }));
+    assert!(matches!(x.softmax("classes").unwrap_err().kind(), ErrorKind::UnknownAxisName { .. }));
+    assert!(matches!(Tensor::scalar(1.0).softmax(0).unwrap_err().kind(), ErrorKind::AxisOutOfRange { .. }));
+}
