@@ -30,7 +30,7 @@ pub(crate) enum BenchError {
     Forgia(#[from] forgia::Error),
 }
 
-const KNOWN: &[&str] = &["W1", "W3", "W5", "W8"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W5", "W8"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -42,6 +42,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
     for name in &names {
         let line = match name.to_uppercase().as_str() {
             "W1" => w1_chain(args.reps)?,
+            "W2" => w2_mlp(args.reps)?,
             "W3" => w3_branches(args.reps)?,
             "W5" => w5_gemm(args.reps)?,
             "W8" => w8_deep(args.reps)?,
@@ -175,4 +176,41 @@ fn w5_gemm(reps: usize) -> Result<String, forgia::Error> {
     let ms = median_ms(reps, || a.matmul(&b).map(drop))?;
     let gflops = 2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e9;
     Ok(line("W5", ms, &[("gflops", format!("{gflops:.1}")), ("threads", forgia::num_threads().to_string())]))
+}
+
+/// W2: one SGD training step of an MLP 784→1024→1024→10 on a batch of 256.
+fn w2_mlp(reps: usize) -> Result<String, forgia::Error> {
+    use forgia::nn::{Linear, Module, Relu, Sequential};
+    use forgia::optim::{Optimizer, Sgd, SgdConfig};
+    let mut rng = forgia::Rng::new(2);
+    let mut model = Sequential::new()
+        .push(Linear::new(784, 1024, true, &mut rng)?)
+        .push(Relu)
+        .push(Linear::new(1024, 1024, true, &mut rng)?)
+        .push(Relu)
+        .push(Linear::new(1024, 10, true, &mut rng)?);
+    let x = Tensor::rand(&[256, 784], 0.0, 1.0, &mut rng);
+    let labels = forgia::Indices::from((0..256).map(|i| i % 10).collect::<Vec<usize>>());
+    let mut opt = Sgd::new(SgdConfig { lr: 0.01, ..Default::default() })?;
+    let before = rss_mb();
+    forgia::reset_peak_bytes();
+    let ms = median_ms(reps, || {
+        let loss = forgia::loss::cross_entropy(&model.forward(&x)?, &labels, Default::default())?;
+        loss.backward()?;
+        opt.step(&mut model)?;
+        model.zero_grad();
+        Ok(())
+    })?;
+    let flops = 3.0 * 2.0 * 256.0 * (784.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 10.0);
+    let peak = peak_rss_mb();
+    Ok(line(
+        "W2",
+        ms,
+        &[
+            ("gflops", format!("{:.1}", flops / (ms * 1e-3) / 1e9)),
+            ("peak_rss_mb", format!("{peak:.0}")),
+            ("step_mb", format!("{:.0}", peak - before)),
+            ("peak_live_mb", format!("{:.0}", peak_live_mb())),
+        ],
+    ))
 }
