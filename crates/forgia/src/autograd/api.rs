@@ -70,7 +70,7 @@ impl Tensor {
     pub fn grad(&self) -> Option<Tensor> {
         let node = self.node.as_ref()?;
         let slot = node.grad.lock();
-        let g = if node.is_leaf() { slot.acc.clone() } else { slot.retained.as_deref().cloned() };
+        let g = if node.is_leaf() { slot.acc.as_deref().cloned() } else { slot.retained.as_deref().cloned() };
         g.map(|mut g| {
             g.names = self.names.clone();
             g
@@ -115,7 +115,7 @@ impl Tensor {
     pub(crate) fn set_grad(&self, grad: Tensor) {
         if let Some(node) = self.node.as_ref().filter(|n| n.is_leaf()) {
             debug_assert_eq!(grad.shape(), self.shape());
-            node.grad.lock().acc = Some(grad);
+            node.grad.lock().acc = Some(Box::new(grad));
         }
     }
 }

@@ -214,7 +214,7 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     node.state.store(RUNNING, Ordering::Relaxed);
     let gy = {
         let mut slot = node.grad.lock();
-        let g = slot.acc.take();
+        let g = slot.acc.take().map(|b| *b);
         if node.retain.load(Ordering::Relaxed) {
             if let Some(g) = &g {
                 let kept = match slot.retained.take() {
@@ -285,8 +285,11 @@ fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &[Option<Tensor
 pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) {
     let mut slot = node.grad.lock();
     slot.acc = Some(match slot.acc.take() {
-        None => g,
-        Some(acc) => sum(acc, &g, differentiable),
+        None => Box::new(g),
+        Some(mut acc) => {
+            *acc = sum(*acc, &g, differentiable);
+            acc
+        }
     });
 }
 

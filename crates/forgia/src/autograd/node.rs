@@ -98,7 +98,7 @@ pub(super) const RUNNING: u8 = 2;
 #[derive(Default)]
 pub(super) struct GradSlot {
     /// The accumulator: a leaf's gradient, or an interior node's incoming sum during a pass.
-    pub(super) acc: Option<Tensor>,
+    pub(super) acc: Option<Box<Tensor>>,
     /// An interior node's gradient kept by `retain_grad`.
     pub(super) retained: Option<Box<Tensor>>,
 }

@@ -36,7 +36,12 @@ impl Backward for Counting {
 
 fn counting_mul(a: &Tensor, b: &Tensor, fired: &Arc<AtomicUsize>, computed: &Arc<AtomicUsize>) -> Tensor {
     let value = Tensor::from_parts(a.to_vec().iter().zip(b.to_vec()).map(|(x, y)| x * y).collect(), a.shape());
-    attach(value, &[a, b], || Counting { a: a.detach(), b: b.detach(), fired: fired.clone(), computed: computed.clone() })
+    attach(value, &[a, b], || Counting {
+        a: a.detach(),
+        b: b.detach(),
+        fired: fired.clone(),
+        computed: computed.clone(),
+    })
 }
 
 /// Identity whose record fails while `failures` is positive.
@@ -104,8 +109,7 @@ fn a_failing_record_mid_pass_leaves_every_node_idle_and_the_retained_graph_rerun
     }
     x.zero_grad(); // contributions delivered before the failure stay: reset before a retry
     loss.backward_with(None, opts).unwrap();
-    let expected: Vec<f32> =
-        [1.0f32, 2.0].iter().map(|&v| 2.0 * (1.0 - (2.0 * v).tanh().powi(2)) + 2.0).collect();
+    let expected: Vec<f32> = [1.0f32, 2.0].iter().map(|&v| 2.0 * (1.0 - (2.0 * v).tanh().powi(2)) + 2.0).collect();
     let got = x.grad().unwrap().to_vec();
     assert!(got.iter().zip(&expected).all(|(g, e)| (g - e).abs() < 1e-6), "{got:?} vs {expected:?}");
 }
