@@ -9,6 +9,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc: graph nodes and small tensors are many short-lived allocations, which glibc's
+/// allocator serves slowly (see docs/BENCHMARKS.md for the W1/W8 figures with each).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// forgia: a CPU-first tensor and autograd library, and the models it trains.
 #[derive(Parser)]
 #[command(name = "forgia", version, about)]
