@@ -1,11 +1,15 @@
 //! Differentiable ops, one family per file: each op's checks, its forward through `kernels/`,
 //! its documented backward formula and its record sit together.
 
+pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod matmul;
+mod operators;
 pub(crate) mod reduce;
+pub(crate) mod reduce_ext;
 pub(crate) mod shape;
 pub(crate) mod unary;
+pub(crate) mod where_;
 
 use crate::error::Result;
 use crate::tensor::Tensor;
