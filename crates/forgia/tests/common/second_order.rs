@@ -38,6 +38,7 @@ pub fn check(f: &(dyn Fn(&Tensor) -> Result<Tensor> + Sync), x: &Tensor) -> Grad
     let seed = Tensor::randn(&y_shape, 0.0, 1.0, &mut rng);
     let c = Tensor::randn(x.shape(), 0.0, 1.0, &mut rng);
     let h = |xs: &[Tensor]| -> Result<Tensor> { Ok(grad_of(f, &xs[0], &seed)?.mul(&c)?.sum_all()) };
-    let options = GradcheckOptions { abs_tol: 2e-3, rel_tol: 2e-2, ..Default::default() };
+    // eps 1e-2: the inner gradient is computed in f32, so a smaller step amplifies its rounding.
+    let options = GradcheckOptions { eps: 1e-2, abs_tol: 2e-3, rel_tol: 2e-2, ..Default::default() };
     gradcheck(h, &[x.detach().into_variable()], options).expect("second-order gradcheck ran")
 }
