@@ -10,6 +10,8 @@ use forgia::{gradcheck, ErrorKind, GradcheckOptions, Result, Rng, Tensor};
 
 type UnaryFn = fn(&Tensor) -> Result<Tensor>;
 type BinaryFn = fn(&Tensor, &Tensor) -> Result<Tensor>;
+/// A binary op with the ranges its two operands are sampled from.
+type BinaryCase = (&'static str, BinaryFn, (f32, f32), (f32, f32));
 
 fn t(data: &[f32], shape: &[usize]) -> Tensor {
     Tensor::from_slice(data, shape).unwrap()
@@ -68,7 +70,7 @@ fn unary_ops() -> Vec<(&'static str, UnaryFn, f32, f32, Vec<f32>)> {
 }
 
 /// Every binary op with the operand ranges it is checked on.
-fn binary_ops() -> Vec<(&'static str, BinaryFn, (f32, f32), (f32, f32))> {
+fn binary_ops() -> Vec<BinaryCase> {
     vec![
         ("add", |a, b| a.add(b), (-2.0, 2.0), (-2.0, 2.0)),
         ("sub", |a, b| a.sub(b), (-2.0, 2.0), (-2.0, 2.0)),
@@ -92,21 +94,21 @@ fn unary_values_and_derivatives_match_hand_computed_ones() {
     let x0 = 0.5f32;
     let s = 1.0 / (1.0 + (-x0).exp());
     let cases: Vec<(&str, UnaryFn, f32, f32)> = vec![
-        ("neg", |x| Ok(x.neg()), -0.5, -1.0),                                  // d(-x) = -1
-        ("exp", |x| Ok(x.exp()), x0.exp(), x0.exp()),                          // d eˣ = eˣ
-        ("log", |x| Ok(x.log()), x0.ln(), 2.0),                                // d ln x = 1/x
-        ("sqrt", |x| Ok(x.sqrt()), x0.sqrt(), 0.5 / x0.sqrt()),                // 1/(2√x)
-        ("rsqrt", |x| Ok(x.rsqrt()), 1.0 / x0.sqrt(), -0.5 * x0.powf(-1.5)),   // -x^(-3/2)/2
-        ("square", |x| Ok(x.square()), 0.25, 1.0),                             // 2x
-        ("reciprocal", |x| Ok(x.reciprocal()), 2.0, -4.0),                     // -1/x²
-        ("abs", |x| Ok(x.abs()), 0.5, 1.0),                                    // sign x
-        ("sin", |x| Ok(x.sin()), x0.sin(), x0.cos()),                          // cos x
-        ("cos", |x| Ok(x.cos()), x0.cos(), -x0.sin()),                         // -sin x
-        ("tanh", |x| Ok(x.tanh()), x0.tanh(), 1.0 - x0.tanh().powi(2)),        // 1 - tanh²
-        ("erf", |x| Ok(x.erf()), 0.520_499_9, 1.128_379_2 * (-0.25f32).exp()), // 2/√π e^(-x²)
-        ("sigmoid", |x| Ok(x.sigmoid()), s, s * (1.0 - s)),                    // σ(1-σ)
-        ("relu", |x| Ok(x.relu()), 0.5, 1.0),                                  // 1 for x > 0
-        ("leaky_relu", |x| Ok(x.leaky_relu(0.1)), 0.5, 1.0),                   // 1 for x > 0
+        ("neg", |x| Ok(x.neg()), -0.5, -1.0),                                // d(-x) = -1
+        ("exp", |x| Ok(x.exp()), x0.exp(), x0.exp()),                        // d eˣ = eˣ
+        ("log", |x| Ok(x.log()), x0.ln(), 2.0),                              // d ln x = 1/x
+        ("sqrt", |x| Ok(x.sqrt()), x0.sqrt(), 0.5 / x0.sqrt()),              // 1/(2√x)
+        ("rsqrt", |x| Ok(x.rsqrt()), 1.0 / x0.sqrt(), -0.5 * x0.powf(-1.5)), // -x^(-3/2)/2
+        ("square", |x| Ok(x.square()), 0.25, 1.0),                           // 2x
+        ("reciprocal", |x| Ok(x.reciprocal()), 2.0, -4.0),                   // -1/x²
+        ("abs", |x| Ok(x.abs()), 0.5, 1.0),                                  // sign x
+        ("sin", |x| Ok(x.sin()), x0.sin(), x0.cos()),                        // cos x
+        ("cos", |x| Ok(x.cos()), x0.cos(), -x0.sin()),                       // -sin x
+        ("tanh", |x| Ok(x.tanh()), x0.tanh(), 1.0 - x0.tanh().powi(2)),      // 1 - tanh²
+        ("erf", |x| Ok(x.erf()), 0.520_499_9, std::f32::consts::FRAC_2_SQRT_PI * (-0.25f32).exp()), // 2/√π e^(-x²)
+        ("sigmoid", |x| Ok(x.sigmoid()), s, s * (1.0 - s)),                  // σ(1-σ)
+        ("relu", |x| Ok(x.relu()), 0.5, 1.0),                                // 1 for x > 0
+        ("leaky_relu", |x| Ok(x.leaky_relu(0.1)), 0.5, 1.0),                 // 1 for x > 0
         // gelu: Φ(x) + x φ(x) with Φ(0.5) = 0.691462, φ(0.5) = 0.352065
         ("gelu", |x| Ok(x.gelu()), 0.5 * 0.691_462_5, 0.691_462_5 + 0.5 * 0.352_065_3),
         ("silu", |x| Ok(x.silu()), x0 * s, s * (1.0 + x0 * (1.0 - s))), // σ(1 + x(1-σ))
