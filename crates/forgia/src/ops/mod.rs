@@ -1,6 +1,7 @@
 //! Differentiable ops, one family per file: each op's checks, its forward through `kernels/`,
 //! its documented backward formula and its record sit together.
 
+pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod einsum;
 pub(crate) mod index;
@@ -8,10 +9,13 @@ pub(crate) mod join;
 pub mod loss;
 mod loss_elementwise;
 pub(crate) mod matmul;
+mod operators;
 pub(crate) mod reduce;
+pub(crate) mod reduce_ext;
 pub(crate) mod shape;
 pub(crate) mod softmax;
 pub(crate) mod unary;
+pub(crate) mod where_;
 
 use crate::error::Result;
 use crate::tensor::Tensor;

@@ -3,3 +3,4 @@
 
 pub mod golden;
 pub mod second_order;
+pub mod second_order_unary;

@@ -1,0 +1,31 @@
+//! Reductions through the public API on a 1024×1024 matrix (and a 4M-element vector for the
+//! whole-tensor forms): sum over rows and columns, max with its argmax, var, logsumexp, prod,
+//! cumsum.
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use forgia::{Rng, Tensor};
+
+fn reduce(c: &mut Criterion) {
+    let mut rng = Rng::new(2);
+    let m = Tensor::randn(&[1024, 1024], 0.0, 1.0, &mut rng);
+    let v = Tensor::randn(&[1 << 22], 0.0, 1.0, &mut rng);
+    let mut group = c.benchmark_group("reduce_1024x1024");
+    group.throughput(Throughput::Elements(1 << 20));
+    group.bench_function("sum_rows", |b| b.iter(|| m.sum(1, false).unwrap()));
+    group.bench_function("sum_cols", |b| b.iter(|| m.sum(0, false).unwrap()));
+    group.bench_function("max_rows", |b| b.iter(|| m.max(1, false).unwrap()));
+    group.bench_function("var_rows", |b| b.iter(|| m.var(1, 1, false).unwrap()));
+    group.bench_function("logsumexp_rows", |b| b.iter(|| m.logsumexp(1, false).unwrap()));
+    group.bench_function("prod_rows", |b| b.iter(|| m.prod(1, false).unwrap()));
+    group.bench_function("cumsum_rows", |b| b.iter(|| m.cumsum(1).unwrap()));
+    group.finish();
+    let mut group = c.benchmark_group("reduce_all_4M");
+    group.throughput(Throughput::Elements(1 << 22));
+    group.bench_function("sum_all", |b| b.iter(|| v.sum_all()));
+    group.bench_function("max_all", |b| b.iter(|| v.max_all().unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, reduce);
+criterion_main!(benches);
