@@ -5,7 +5,7 @@
 mod common;
 
 use common::golden::{self, assert_close, Case};
-use common::second_order;
+use common::second_order_unary;
 use forgia::{gradcheck, ErrorKind, GradcheckOptions, Result, Rng, Tensor};
 
 type UnaryFn = fn(&Tensor) -> Result<Tensor>;
