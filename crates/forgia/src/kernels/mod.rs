@@ -5,3 +5,4 @@ pub(crate) mod copy;
 pub(crate) mod gemm;
 pub(crate) mod pointwise;
 pub(crate) mod reduce;
+pub(crate) mod conv;

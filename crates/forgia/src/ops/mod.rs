@@ -2,6 +2,7 @@
 //! its documented backward formula and its record sit together.
 
 pub(crate) mod binary;
+pub(crate) mod conv;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
 pub(crate) mod shape;
