@@ -6,3 +6,4 @@ pub(crate) mod gemm;
 pub(crate) mod pointwise;
 pub(crate) mod reduce;
 pub(crate) mod conv;
+pub(crate) mod pool;
