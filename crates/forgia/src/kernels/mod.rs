@@ -7,3 +7,4 @@ pub(crate) mod pointwise;
 pub(crate) mod reduce;
 pub(crate) mod conv;
 pub(crate) mod pool;
+pub(crate) mod norm;

@@ -4,6 +4,7 @@
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod shape;
