@@ -8,3 +8,6 @@ pub(crate) mod reduce;
 pub(crate) mod conv;
 pub(crate) mod pool;
 pub(crate) mod norm;
+pub(crate) mod dropout;
+pub(crate) mod rope;
+pub(crate) mod attention;
