@@ -4,7 +4,9 @@
 mod common;
 
 use common::golden;
-use forgia::{gradcheck, Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, ErrorKind, GradcheckOptions, Rng, Tensor};
+use forgia::{
+    gradcheck, Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, ErrorKind, GradcheckOptions, Rng, Tensor,
+};
 
 fn var(shape: &[usize], seed: u64) -> Tensor {
     Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).into_variable()
@@ -117,14 +119,24 @@ fn golden_conv(case: &golden::Case, v: &[Tensor]) -> forgia::Result<Tensor> {
         "conv1d" => v[0].conv1d(
             &v[1],
             bias,
-            Conv1dOptions { stride: int("stride"), padding: int("padding"), dilation: int("dilation"), groups: int("groups") },
+            Conv1dOptions {
+                stride: int("stride"),
+                padding: int("padding"),
+                dilation: int("dilation"),
+                groups: int("groups"),
+            },
         ),
         "conv2d" => {
             let p = |k: &str| (int(k), int(k));
             v[0].conv2d(
                 &v[1],
                 bias,
-                Conv2dOptions { stride: p("stride"), padding: p("padding"), dilation: p("dilation"), groups: int("groups") },
+                Conv2dOptions {
+                    stride: p("stride"),
+                    padding: p("padding"),
+                    dilation: p("dilation"),
+                    groups: int("groups"),
+                },
             )
         }
         _ => {
@@ -142,8 +154,7 @@ fn golden_conv(case: &golden::Case, v: &[Tensor]) -> forgia::Result<Tensor> {
 
 #[test]
 fn convolutions_match_the_jax_goldens() {
-    let cases: Vec<_> =
-        golden::load("nn").into_iter().filter(|c| c.op.starts_with("conv")).collect();
+    let cases: Vec<_> = golden::load("nn").into_iter().filter(|c| c.op.starts_with("conv")).collect();
     assert_eq!(cases.len(), 12);
     for case in &cases {
         let vars: Vec<Tensor> = case.inputs.iter().map(|t| t.clone().into_variable()).collect();
@@ -164,7 +175,10 @@ fn bad_convolution_inputs_are_named_errors() {
     let kind = |r: forgia::Result<Tensor>| r.unwrap_err().into_kind();
     // Kernel larger than the padded input.
     let big = Tensor::zeros(&[2, 4, 8, 8]);
-    assert!(matches!(kind(x.conv2d(&big, None, Conv2dOptions::default())), ErrorKind::InvalidArgument { arg: "kernel", .. }));
+    assert!(matches!(
+        kind(x.conv2d(&big, None, Conv2dOptions::default())),
+        ErrorKind::InvalidArgument { arg: "kernel", .. }
+    ));
     // Channels not divisible by groups.
     let w = Tensor::zeros(&[3, 2, 3, 3]);
     let g3 = Conv2dOptions { groups: 3, ..Default::default() };
@@ -175,17 +189,26 @@ fn bad_convolution_inputs_are_named_errors() {
     let w = Tensor::zeros(&[2, 4, 3, 3]);
     let b = Tensor::zeros(&[3]);
     assert!(matches!(kind(x.conv2d(&w, Some(&b), Conv2dOptions::default())), ErrorKind::ShapeMismatch { .. }));
-    assert!(matches!(kind(Tensor::zeros(&[4, 5, 5]).conv2d(&w, None, Conv2dOptions::default())), ErrorKind::RankMismatch { .. }));
+    assert!(matches!(
+        kind(Tensor::zeros(&[4, 5, 5]).conv2d(&w, None, Conv2dOptions::default())),
+        ErrorKind::RankMismatch { .. }
+    ));
     let s0 = Conv2dOptions { stride: (0, 1), ..Default::default() };
     assert!(matches!(kind(x.conv2d(&w, None, s0)), ErrorKind::InvalidArgument { arg: "stride", .. }));
     // conv1d: rank and kernel size.
     let x1 = Tensor::zeros(&[1, 2, 3]);
-    assert!(matches!(kind(x1.conv1d(&Tensor::zeros(&[1, 2, 4]), None, Conv1dOptions::default())), ErrorKind::InvalidArgument { .. }));
+    assert!(matches!(
+        kind(x1.conv1d(&Tensor::zeros(&[1, 2, 4]), None, Conv1dOptions::default())),
+        ErrorKind::InvalidArgument { .. }
+    ));
     assert!(matches!(kind(x1.conv1d(&w, None, Conv1dOptions::default())), ErrorKind::RankMismatch { .. }));
     // conv_transpose2d: output padding not below the stride, groups not dividing.
     let wt = Tensor::zeros(&[4, 2, 3, 3]);
     let bad_op = ConvTranspose2dOptions { output_padding: (1, 1), ..Default::default() };
-    assert!(matches!(kind(x.conv_transpose2d(&wt, None, bad_op)), ErrorKind::InvalidArgument { arg: "output_padding", .. }));
+    assert!(matches!(
+        kind(x.conv_transpose2d(&wt, None, bad_op)),
+        ErrorKind::InvalidArgument { arg: "output_padding", .. }
+    ));
     let g3 = ConvTranspose2dOptions { groups: 3, ..Default::default() };
     assert!(matches!(kind(x.conv_transpose2d(&wt, None, g3)), ErrorKind::InvalidArgument { arg: "groups", .. }));
 }

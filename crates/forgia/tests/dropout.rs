@@ -78,7 +78,7 @@ fn ternary_ste_matmul_quantizes_forward_and_passes_weight_gradient_straight_thro
 fn ternary_ste_matmul_input_gradient_passes_gradcheck_and_batches() {
     let x = Tensor::randn(&[2, 3, 5], 0.0, 1.0, &mut Rng::new(1)).into_variable();
     let w = Tensor::randn(&[4, 5], 0.0, 1.0, &mut Rng::new(2)); // constant: the STE is not a true gradient
-    let r = gradcheck(|v| v[0].ternary_ste_matmul(&w), &[x.clone()], GradcheckOptions::default()).unwrap();
+    let r = gradcheck(|v| v[0].ternary_ste_matmul(&w), std::slice::from_ref(&x), GradcheckOptions::default()).unwrap();
     assert!(r.passed(), "{:?}", r.first_mismatch);
     let wv = w.clone().into_variable();
     let y = x.ternary_ste_matmul(&wv).unwrap();

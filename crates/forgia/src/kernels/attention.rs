@@ -75,11 +75,16 @@ fn blocks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut
 
 /// Forward: returns the output `[BH, Sq, Dv]` and each row's log-sum-exp `[BH, Sq]`
 /// (`+inf` for a row that is masked out entirely; its output is zero).
-pub(crate) fn forward(g: &AttnGeom, q: &[f32], k: &[f32], v: &[f32], mask: Option<MaskRef<'_>>) -> (Vec<f32>, Vec<f32>) {
+pub(crate) fn forward(
+    g: &AttnGeom,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    mask: Option<MaskRef<'_>>,
+) -> (Vec<f32>, Vec<f32>) {
     let mut out = vec![0.0f32; g.bh * g.sq * g.dv];
     let mut lse = vec![0.0f32; g.bh * g.sq];
-    let mut items: Vec<(&mut [f32], &mut [f32])> =
-        out.chunks_mut(g.sq * g.dv).zip(lse.chunks_mut(g.sq)).collect();
+    let mut items: Vec<(&mut [f32], &mut [f32])> = out.chunks_mut(g.sq * g.dv).zip(lse.chunks_mut(g.sq)).collect();
     blocks(g, &mut items, |b, (o, l), s| {
         let s = &mut s[..g.sq * g.sk];
         scores(g, b, q, k, mask, s);
@@ -146,7 +151,8 @@ pub(crate) fn backward(
         gemm(sq, sk, g.dv, mat(go, go_b, g.dv), mat_t(v, b * sk * g.dv, g.dv), dp, false, 1.0);
         for i in 0..sq {
             let r = go_b + i * g.dv;
-            let delta: f32 = go[r..r + g.dv].iter().zip(&o[o_b + i * g.dv..o_b + (i + 1) * g.dv]).map(|(a, b)| a * b).sum();
+            let delta: f32 =
+                go[r..r + g.dv].iter().zip(&o[o_b + i * g.dv..o_b + (i + 1) * g.dv]).map(|(a, b)| a * b).sum();
             for j in 0..sk {
                 let e = i * sk + j;
                 dp[e] = p[e] * (dp[e] - delta);

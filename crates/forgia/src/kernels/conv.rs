@@ -143,7 +143,12 @@ fn transposed(data: &[f32], offset: usize, row_stride: usize) -> MatRef<'_> {
 }
 
 /// Runs `f(sample, scratch)` over the batch, in parallel for big convolutions.
-fn per_sample<T: Send>(g: &ConvGeom, items: &mut [T], scratch_len: usize, f: impl Fn(usize, &mut T, &mut Vec<f32>) + Sync) {
+fn per_sample<T: Send>(
+    g: &ConvGeom,
+    items: &mut [T],
+    scratch_len: usize,
+    f: impl Fn(usize, &mut T, &mut Vec<f32>) + Sync,
+) {
     if g.parallel() {
         parallel::install(|| {
             items.par_iter_mut().enumerate().for_each_init(|| vec![0.0f32; scratch_len], |s, (i, t)| f(i, t, s))

@@ -22,19 +22,23 @@ pub(crate) struct PoolGeom {
 
 impl PoolGeom {
     /// The clipped input rows and columns of output `(i, j)`'s window.
+    #[inline]
     fn window(&self, i: usize, j: usize) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
         let r0 = (i * self.s.0) as isize - self.p.0 as isize;
         let c0 = (j * self.s.1) as isize - self.p.1 as isize;
         let clip = |a: isize, len: usize| a.clamp(0, len as isize) as usize;
-        (
-            clip(r0, self.h)..clip(r0 + self.k.0 as isize, self.h),
-            clip(c0, self.w)..clip(c0 + self.k.1 as isize, self.w),
-        )
+        (clip(r0, self.h)..clip(r0 + self.k.0 as isize, self.h), clip(c0, self.w)..clip(c0 + self.k.1 as isize, self.w))
     }
 }
 
 /// Runs `f(plane_in, plane_out...)` over planes, in parallel above the element threshold.
-fn planes<A: Send, B: Sync>(out: &mut [A], out_len: usize, inp: &[B], in_len: usize, f: impl Fn(&[B], &mut [A]) + Sync) {
+fn planes<A: Send, B: Sync>(
+    out: &mut [A],
+    out_len: usize,
+    inp: &[B],
+    in_len: usize,
+    f: impl Fn(&[B], &mut [A]) + Sync,
+) {
     if out.is_empty() || out_len == 0 {
         return;
     }
@@ -45,32 +49,65 @@ fn planes<A: Send, B: Sync>(out: &mut [A], out_len: usize, inp: &[B], in_len: us
     }
 }
 
-/// Max over each window; also returns the in-plane index of each maximum (first on ties).
+/// Output columns `lo..hi` whose input column `j * stride + shift` lies inside `0..len`.
+fn valid_cols(out_len: usize, stride: usize, shift: isize, len: usize) -> (usize, usize) {
+    let s = stride as isize;
+    let lo = if shift < 0 { ((-shift + s - 1) / s) as usize } else { 0 };
+    let hi = (((len as isize - shift + s - 1) / s).max(0) as usize).min(out_len);
+    (lo.min(hi), hi)
+}
+
+/// The max and in-plane argmax of each window of one plane (first maximum on ties; NaN
+/// wins). Tap by tap over a whole output row, so neighbouring windows are independent chains.
+fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
+    for i in 0..g.oh {
+        let (yr, ar) = (&mut y[i * g.ow..(i + 1) * g.ow], &mut arg[i * g.ow..(i + 1) * g.ow]);
+        for j in 0..g.ow {
+            let (rows, cols) = g.window(i, j);
+            yr[j] = f32::NEG_INFINITY;
+            ar[j] = (rows.start * g.w + cols.start) as u32;
+        }
+        for ki in 0..g.k.0 {
+            let r = (i * g.s.0 + ki) as isize - g.p.0 as isize;
+            if r < 0 || r >= g.h as isize {
+                continue;
+            }
+            let row = &xp[r as usize * g.w..(r as usize + 1) * g.w];
+            for kj in 0..g.k.1 {
+                let shift = kj as isize - g.p.1 as isize;
+                let (lo, hi) = valid_cols(g.ow, g.s.1, shift, g.w);
+                for j in lo..hi {
+                    let c = (j as isize * g.s.1 as isize + shift) as usize;
+                    let v = row[c];
+                    // A select, not a branch: on random data a branch mispredicts often.
+                    let take = v > yr[j] || v.is_nan();
+                    yr[j] = if take { v } else { yr[j] };
+                    ar[j] = if take { (r as usize * g.w + c) as u32 } else { ar[j] };
+                }
+            }
+        }
+    }
+}
+
+/// Max over each window; also returns the in-plane index of each maximum.
 pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> (Vec<f32>, Vec<u32>) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let mut y = vec![0.0f32; count * ohw];
     let mut arg = vec![0u32; count * ohw];
-    let mut both: Vec<(f32, u32)> = vec![(0.0, 0); count * ohw];
-    planes(&mut both, ohw, x, hw, |xp, out| {
-        for i in 0..g.oh {
-            for j in 0..g.ow {
-                let (rows, cols) = g.window(i, j);
-                let mut best = (f32::NEG_INFINITY, (rows.start * g.w + cols.start) as u32);
-                for r in rows {
-                    for c in cols.clone() {
-                        let v = xp[r * g.w + c];
-                        if v > best.0 || v.is_nan() {
-                            best = (v, (r * g.w + c) as u32);
-                        }
-                    }
-                }
-                out[i * g.ow + j] = best;
-            }
+    if ohw == 0 || hw == 0 {
+        return (y, arg);
+    }
+    if x.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            y.par_chunks_mut(ohw)
+                .zip(arg.par_chunks_mut(ohw))
+                .zip(x.par_chunks(hw))
+                .for_each(|((y, a), xp)| max_plane(g, xp, y, a))
+        });
+    } else {
+        for ((y, a), xp) in y.chunks_mut(ohw).zip(arg.chunks_mut(ohw)).zip(x.chunks(hw)) {
+            max_plane(g, xp, y, a);
         }
-    });
-    for (k, (v, a)) in both.into_iter().enumerate() {
-        y[k] = v;
-        arg[k] = a;
     }
     (y, arg)
 }

@@ -54,14 +54,24 @@ impl Tensor {
     /// `RankMismatch` for operands that are not rank 4; `ShapeMismatch` when the batch, head,
     /// length or width axes disagree, or the mask does not broadcast to `[B, H, Sq, Sk]`;
     /// `InvalidArgument` for a non-finite scale.
-    pub fn scaled_dot_product_attention(&self, key: &Tensor, value: &Tensor, opts: AttentionOptions<'_>) -> Result<Tensor> {
+    pub fn scaled_dot_product_attention(
+        &self,
+        key: &Tensor,
+        value: &Tensor,
+        opts: AttentionOptions<'_>,
+    ) -> Result<Tensor> {
         for t in [self, key, value] {
             if t.rank() != 4 {
-                return fail(ErrorKind::RankMismatch { op: OP, expected: "rank 4 [B, H, S, D]", shape: t.shape().to_vec() });
+                return fail(ErrorKind::RankMismatch {
+                    op: OP,
+                    expected: "rank 4 [B, H, S, D]",
+                    shape: t.shape().to_vec(),
+                });
             }
         }
         let (q, kk, v) = (self.shape(), key.shape(), value.shape());
-        let mismatch = |a: &[usize], b: &[usize]| fail(ErrorKind::ShapeMismatch { op: OP, lhs: a.to_vec(), rhs: b.to_vec() });
+        let mismatch =
+            |a: &[usize], b: &[usize]| fail(ErrorKind::ShapeMismatch { op: OP, lhs: a.to_vec(), rhs: b.to_vec() });
         if q[..2] != kk[..2] || q[3] != kk[3] {
             return mismatch(q, kk);
         }
@@ -70,7 +80,11 @@ impl Tensor {
         }
         let scale = opts.scale.unwrap_or(1.0 / (q[3] as f32).sqrt());
         if !scale.is_finite() {
-            return fail(ErrorKind::InvalidArgument { op: OP, arg: "scale", reason: format!("must be finite, got {scale}") });
+            return fail(ErrorKind::InvalidArgument {
+                op: OP,
+                arg: "scale",
+                reason: format!("must be finite, got {scale}"),
+            });
         }
         let g = AttnGeom { bh: q[0] * q[1], sq: q[2], sk: kk[2], d: q[3], dv: v[3], scale, causal: opts.causal };
         let full = [q[0], q[1], q[2], kk[2]];
@@ -119,7 +133,8 @@ impl Backward for AttnBackward {
         cx.fused(OP)?;
         let g = &self.geom;
         let gy = gy.contiguous_data();
-        let (mut dq, mut dk, mut dv) = (vec![0.0; self.q.numel()], vec![0.0; self.k.numel()], vec![0.0; self.v.numel()]);
+        let (mut dq, mut dk, mut dv) =
+            (vec![0.0; self.q.numel()], vec![0.0; self.k.numel()], vec![0.0; self.v.numel()]);
         let need_mask = self.mask.is_some() && cx.needs_grad(3);
         let mut ds = if need_mask { vec![0.0f32; g.bh * g.sq * g.sk] } else { Vec::new() };
         let full: Shape = [self.q.shape()[0], self.q.shape()[1], g.sq, g.sk].as_slice().into();

@@ -73,7 +73,13 @@ fn invalid<T>(op: &'static str, arg: &'static str, reason: String) -> Result<T> 
 }
 
 /// Checks the ranks and scalar options shared by both 2-D convolutions.
-fn check_common(op: &'static str, x: &Tensor, w: &Tensor, pairs: [(&'static str, (usize, usize)); 2], groups: usize) -> Result<()> {
+fn check_common(
+    op: &'static str,
+    x: &Tensor,
+    w: &Tensor,
+    pairs: [(&'static str, (usize, usize)); 2],
+    groups: usize,
+) -> Result<()> {
     for t in [x, w] {
         if t.rank() != 4 {
             return fail(ErrorKind::RankMismatch { op, expected: "rank 4", shape: t.shape().to_vec() });
@@ -104,7 +110,11 @@ fn check_bias(op: &'static str, bias: Option<&Tensor>, channels: usize) -> Resul
 fn out_len(op: &'static str, len: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
     let span = d * (k - 1) + 1;
     if k == 0 || span > len + 2 * p {
-        return invalid(op, "kernel", format!("kernel {k} (dilated to {span}) is larger than the padded input {}", len + 2 * p));
+        return invalid(
+            op,
+            "kernel",
+            format!("kernel {k} (dilated to {span}) is larger than the padded input {}", len + 2 * p),
+        );
     }
     Ok((len + 2 * p - span) / s + 1)
 }
@@ -126,7 +136,11 @@ impl Tensor {
         check_common(OP, self, w, [("stride", opts.stride), ("dilation", opts.dilation)], opts.groups)?;
         let (&[n, c, h, wd], &[o, cg, kh, kw]) = (self.shape(), w.shape()) else { unreachable!("rank checked") };
         if c % opts.groups != 0 || o % opts.groups != 0 {
-            return invalid(OP, "groups", format!("{} groups do not divide {c} input and {o} output channels", opts.groups));
+            return invalid(
+                OP,
+                "groups",
+                format!("{} groups do not divide {c} input and {o} output channels", opts.groups),
+            );
         }
         if cg != c / opts.groups {
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
@@ -204,7 +218,11 @@ impl Tensor {
         check_bias(OP, bias, cout)?;
         let (op_h, op_w) = opts.output_padding;
         if (op_h >= opts.stride.0 && op_h >= opts.dilation.0) || (op_w >= opts.stride.1 && op_w >= opts.dilation.1) {
-            return invalid(OP, "output_padding", format!("{:?} must be smaller than the stride or dilation", opts.output_padding));
+            return invalid(
+                OP,
+                "output_padding",
+                format!("{:?} must be smaller than the stride or dilation", opts.output_padding),
+            );
         }
         let size = |len: usize, k: usize, s: usize, p: usize, d: usize, extra: usize| -> Result<usize> {
             let full = (len - 1) * s + d * (k - 1) + extra + 1;
@@ -242,7 +260,8 @@ impl Tensor {
 }
 
 fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: ConvGeom, transposed: bool) -> Tensor {
-    let record = || ConvBackward { x: x.detach(), w: w.detach(), geom, transposed, operands: 2 + bias.is_some() as usize };
+    let record =
+        || ConvBackward { x: x.detach(), w: w.detach(), geom, transposed, operands: 2 + bias.is_some() as usize };
     match bias {
         Some(b) => attach(out, &[x, w, b], record),
         None => attach(out, &[x, w], record),

@@ -20,7 +20,11 @@ impl Tensor {
     /// `InvalidArgument` when `p` is outside `[0, 1]`.
     pub fn dropout(&self, p: f32, seed: u64, train: bool) -> Result<Tensor> {
         if !(0.0..=1.0).contains(&p) {
-            return fail(ErrorKind::InvalidArgument { op: "dropout", arg: "p", reason: format!("must be in [0, 1], got {p}") });
+            return fail(ErrorKind::InvalidArgument {
+                op: "dropout",
+                arg: "p",
+                reason: format!("must be in [0, 1], got {p}"),
+            });
         }
         if !train || p == 0.0 {
             return Ok(self.clone());

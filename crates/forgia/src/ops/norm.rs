@@ -46,14 +46,20 @@ struct Spec {
 
 fn check_eps(op: &'static str, eps: f32) -> Result<()> {
     if !(eps >= 0.0 && eps.is_finite()) {
-        return fail(ErrorKind::InvalidArgument { op, arg: "eps", reason: format!("must be finite and >= 0, got {eps}") });
+        return fail(ErrorKind::InvalidArgument {
+            op,
+            arg: "eps",
+            reason: format!("must be finite and >= 0, got {eps}"),
+        });
     }
     Ok(())
 }
 
 fn check_param(op: &'static str, p: Option<&Tensor>, shape: &[usize]) -> Result<()> {
     match p {
-        Some(t) if t.shape() != shape => fail(ErrorKind::ShapeMismatch { op, lhs: t.shape().to_vec(), rhs: shape.to_vec() }),
+        Some(t) if t.shape() != shape => {
+            fail(ErrorKind::ShapeMismatch { op, lhs: t.shape().to_vec(), rhs: shape.to_vec() })
+        }
         _ => Ok(()),
     }
 }
@@ -142,7 +148,13 @@ impl Tensor {
     /// # Errors
     /// `RankMismatch` below rank 2; `InvalidArgument` when `groups` is 0 or does not divide
     /// `C`, or for a bad `eps`; `ShapeMismatch` for parameters that are not `[C]`.
-    pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    pub fn group_norm(
+        &self,
+        groups: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
         let (n, c, s) = channels("group_norm", self)?;
         if groups == 0 || c % groups != 0 {
             let reason = format!("{groups} groups do not divide {c} channels");
@@ -218,7 +230,13 @@ fn channels(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
 }
 
 /// Evaluation-mode batch norm from differentiable ops (the statistics are constants).
-fn batch_norm_eval(x: &Tensor, stats: &RunningStats, w: Option<&Tensor>, b: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+fn batch_norm_eval(
+    x: &Tensor,
+    stats: &RunningStats,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+    eps: f32,
+) -> Result<Tensor> {
     check_eps("batch_norm", eps)?;
     let c = x.shape()[1];
     let mut pshape = vec![1usize; x.rank()];
@@ -276,7 +294,8 @@ impl Backward for NormBackward {
             out[1] = Some(Tensor::from_parts(k::param_sums(&xhat, inner, count), &self.spec.param_shape));
         }
         if self.has_bias && cx.needs_grad(1 + w_slot) {
-            out[1 + w_slot] = Some(Tensor::from_parts(k::param_sums(gy.packed(), inner, count), &self.spec.param_shape));
+            out[1 + w_slot] =
+                Some(Tensor::from_parts(k::param_sums(gy.packed(), inner, count), &self.spec.param_shape));
         }
         Ok(out)
     }

@@ -50,11 +50,21 @@ impl Tensor {
     /// # Errors
     /// `RankMismatch` for non rank-4 input; `InvalidArgument` for a zero kernel or stride,
     /// padding above half the kernel, or a kernel larger than the padded input.
-    pub fn max_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize)) -> Result<Tensor> {
+    pub fn max_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Result<Tensor> {
         let (g, count) = geometry("max_pool2d", self, kernel, stride, padding)?;
         let (y, arg) = self.with_data(|d| k::max_forward(&g, d, count));
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
-        Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: Some(Arc::new(arg)), in_shape: self.shape().into() }))
+        Ok(attach(out, &[self], || PoolBackward {
+            geom: g,
+            count,
+            argmax: Some(Arc::new(arg)),
+            in_shape: self.shape().into(),
+        }))
     }
 
     /// Mean over `kernel` windows with zero `padding` counted in the divisor `kh·kw`
@@ -64,7 +74,12 @@ impl Tensor {
     ///
     /// # Errors
     /// As [`Tensor::max_pool2d`].
-    pub fn avg_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize)) -> Result<Tensor> {
+    pub fn avg_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Result<Tensor> {
         let (g, count) = geometry("avg_pool2d", self, kernel, stride, padding)?;
         let y = self.with_data(|d| k::avg_forward(&g, d, count));
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
@@ -99,7 +114,12 @@ impl Tensor {
             let reason = "must be at least 1".into();
             return fail(ErrorKind::InvalidArgument { op: "upsample_nearest2d", arg: "scale", reason });
         }
-        self.reshape(&[n, c, h, 1, w, 1])?.broadcast_to(&[n, c, h, scale, w, scale])?.reshape(&[n, c, h * scale, w * scale])
+        self.reshape(&[n, c, h, 1, w, 1])?.broadcast_to(&[n, c, h, scale, w, scale])?.reshape(&[
+            n,
+            c,
+            h * scale,
+            w * scale,
+        ])
     }
 }
 

@@ -30,10 +30,18 @@ fn rope_signed(x: &Tensor, base: f32, sign: f64) -> Result<Tensor> {
     }
     let (s, d) = (x.shape()[x.rank() - 2], x.shape()[x.rank() - 1]);
     if d % 2 != 0 {
-        return fail(ErrorKind::InvalidArgument { op: OP, arg: "x", reason: format!("head dimension {d} must be even") });
+        return fail(ErrorKind::InvalidArgument {
+            op: OP,
+            arg: "x",
+            reason: format!("head dimension {d} must be even"),
+        });
     }
     if !(base > 0.0 && base.is_finite()) {
-        return fail(ErrorKind::InvalidArgument { op: OP, arg: "base", reason: format!("must be positive, got {base}") });
+        return fail(ErrorKind::InvalidArgument {
+            op: OP,
+            arg: "base",
+            reason: format!("must be positive, got {base}"),
+        });
     }
     let y = x.with_data(|data| k::rotate(data, s, d, base as f64, sign));
     let out = Tensor::from_parts(y, x.shape());

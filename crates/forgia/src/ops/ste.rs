@@ -37,7 +37,11 @@ impl Tensor {
         const OP: &str = "ternary_ste_matmul";
         if w.rank() != 2 || self.rank() == 0 {
             let shape = if w.rank() != 2 { w.shape() } else { self.shape() };
-            return fail(ErrorKind::RankMismatch { op: OP, expected: "x rank >= 1 and w rank 2", shape: shape.to_vec() });
+            return fail(ErrorKind::RankMismatch {
+                op: OP,
+                expected: "x rank >= 1 and w rank 2",
+                shape: shape.to_vec(),
+            });
         }
         if self.shape()[self.rank() - 1] != w.shape()[1] {
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });

@@ -1,6 +1,6 @@
 //! Loader for the JAX golden fixtures in `tests/golden/<family>.json` (format in
 //! `tools/reference/README.md`) and a mixed-tolerance comparison.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use forgia::Tensor;
 use serde_json::Value;
@@ -29,7 +29,8 @@ pub struct Case {
 pub fn tensor(v: &Value) -> Tensor {
     let shape: Vec<usize> =
         v["shape"].as_array().expect("tensor shape").iter().map(|d| d.as_u64().expect("dim") as usize).collect();
-    let data: Vec<f32> = v["data"].as_array().expect("tensor data").iter().map(|x| x.as_f64().expect("number") as f32).collect();
+    let data: Vec<f32> =
+        v["data"].as_array().expect("tensor data").iter().map(|x| x.as_f64().expect("number") as f32).collect();
     Tensor::from_vec(data, &shape).expect("golden tensor fits its shape")
 }
 
@@ -53,10 +54,18 @@ pub fn load(family: &str) -> Vec<Case> {
             name: c["name"].as_str().unwrap_or_default().to_string(),
             op: c["op"].as_str().unwrap_or_default().to_string(),
             attrs: c.get("attrs").cloned().unwrap_or(Value::Null),
-            inputs: c.get("inputs").and_then(Value::as_array).map(|a| a.iter().map(tensor).collect()).unwrap_or_default(),
+            inputs: c
+                .get("inputs")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(tensor).collect())
+                .unwrap_or_default(),
             cotangent: c.get("cotangent").and_then(opt_tensor),
             output: c.get("output").and_then(opt_tensor),
-            grads: c.get("grads").and_then(Value::as_array).map(|a| a.iter().map(opt_tensor).collect()).unwrap_or_default(),
+            grads: c
+                .get("grads")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(opt_tensor).collect())
+                .unwrap_or_default(),
             raw: c.clone(),
         })
         .collect()

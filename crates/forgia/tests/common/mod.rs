@@ -1,2 +1,3 @@
 //! Shared helpers of the integration tests.
+#![allow(unreachable_pub)]
 pub mod golden;
