@@ -111,22 +111,45 @@ pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32
 }
 
 /// `y = y * w[p] + b[p]` where element `e` uses parameter `p = (e / inner) % w.len()`.
+/// Walks blocks of `inner · count` elements, so no element needs a division.
 pub(crate) fn affine(y: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner: usize) {
     let count = w.or(b).map_or(1, <[f32]>::len);
-    for (i, c) in y.chunks_mut(inner.max(1)).enumerate() {
-        let p = i % count;
-        let (wv, bv) = (w.map_or(1.0, |w| w[p]), b.map_or(0.0, |b| b[p]));
-        for v in c {
-            *v = *v * wv + bv;
+    let inner = inner.max(1);
+    let body = |block: &mut [f32]| {
+        if inner == 1 {
+            for (p, v) in block.iter_mut().enumerate() {
+                *v = *v * w.map_or(1.0, |w| w[p]) + b.map_or(0.0, |b| b[p]);
+            }
+            return;
         }
+        for (p, c) in block.chunks_mut(inner).enumerate() {
+            let (wv, bv) = (w.map_or(1.0, |w| w[p]), b.map_or(0.0, |b| b[p]));
+            for v in c {
+                *v = *v * wv + bv;
+            }
+        }
+    };
+    if y.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| y.par_chunks_mut(inner * count).for_each(body));
+    } else {
+        y.chunks_mut(inner * count).for_each(body);
     }
 }
 
 /// `out[p] = Σ v[e]` over elements with parameter `p = (e / inner) % count`.
 pub(crate) fn param_sums(v: &[f32], inner: usize, count: usize) -> Vec<f32> {
+    let inner = inner.max(1);
     let mut acc = vec![0.0f64; count];
-    for (i, c) in v.chunks(inner.max(1)).enumerate() {
-        acc[i % count] += c.iter().map(|&x| x as f64).sum::<f64>();
+    for block in v.chunks(inner * count) {
+        if inner == 1 {
+            for (a, &x) in acc.iter_mut().zip(block) {
+                *a += x as f64;
+            }
+        } else {
+            for (a, c) in acc.iter_mut().zip(block.chunks(inner)) {
+                *a += c.iter().map(|&x| x as f64).sum::<f64>();
+            }
+        }
     }
     acc.into_iter().map(|x| x as f32).collect()
 }
