@@ -111,10 +111,10 @@ fn normalization_matches_the_jax_goldens() {
             _ => v[0].group_norm(case.attrs["groups"].as_u64().unwrap() as usize, Some(&v[1]), Some(&v[2]), eps),
         }
         .unwrap();
-        golden::assert_close(&y, case.output.as_ref().unwrap(), 1e-4, &case.name);
+        golden::assert_close(&y, case.output.as_ref().unwrap(), 1e-5, &case.name);
         y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
         for (i, (t, g)) in v.iter().zip(&case.grads).enumerate() {
-            golden::assert_close(&t.grad().unwrap(), g.as_ref().unwrap(), 1e-4, &format!("{} grad {i}", case.name));
+            golden::assert_close(&t.grad().unwrap(), g.as_ref().unwrap(), 1e-5, &format!("{} grad {i}", case.name));
         }
     }
 }
