@@ -2,18 +2,25 @@
 //! its documented backward formula and its record sit together.
 
 pub(crate) mod activation;
+pub(crate) mod attention;
 pub(crate) mod binary;
+pub(crate) mod conv;
+pub(crate) mod dropout;
 pub(crate) mod einsum;
 pub(crate) mod index;
 pub(crate) mod join;
 pub mod loss;
 mod loss_elementwise;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 mod operators;
+pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod reduce_ext;
+pub(crate) mod rope;
 pub(crate) mod shape;
 pub(crate) mod softmax;
+pub(crate) mod ste;
 pub(crate) mod unary;
 pub(crate) mod where_;
 
