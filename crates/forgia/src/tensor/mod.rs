@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 pub(crate) use axis::{resolve, resolve_set, Names};
 pub use axis::{Axes, Axis};
-pub use layout::Shape;
 pub(crate) use layout::Layout;
+pub use layout::Shape;
 pub(crate) use random::mix64;
 pub use random::Rng;
 pub(crate) use storage::Storage;
