@@ -1,5 +1,6 @@
 //! GEMM: forgia's matmul against the `gemm` crate called directly on the same 2048³ shapes.
 //! Throughput is reported in elements/s where one element is one FLOP.
+#![allow(missing_docs)] // criterion_group! generates an undocumented public fn
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use forgia::{Rng, Tensor};

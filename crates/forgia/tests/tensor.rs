@@ -115,7 +115,8 @@ fn gemm_matches_a_triple_loop_for_transposed_strided_and_batched_operands() {
 #[test]
 fn bad_input_is_a_named_error_never_a_panic() {
     let x = iota(&[2, 3]);
-    let cases: Vec<(&str, forgia::Error, fn(&ErrorKind) -> bool)> = vec![
+    type Case = (&'static str, forgia::Error, fn(&ErrorKind) -> bool);
+    let cases: Vec<Case> = vec![
         ("add", x.add(&iota(&[4])).unwrap_err(), |k| matches!(k, ErrorKind::ShapeMismatch { .. })),
         ("matmul", x.matmul(&iota(&[2, 3])).unwrap_err(), |k| matches!(k, ErrorKind::ShapeMismatch { .. })),
         ("matmul rank 0", x.matmul(&Tensor::scalar(1.0)).unwrap_err(), |k| matches!(k, ErrorKind::RankMismatch { .. })),
