@@ -30,7 +30,7 @@ pub(crate) enum BenchError {
     Forgia(#[from] forgia::Error),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W5", "W8"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W7", "W7ckpt", "W8"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -44,7 +44,10 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W1" => w1_chain(args.reps)?,
             "W2" => w2_mlp(args.reps)?,
             "W3" => w3_branches(args.reps)?,
+            "W4" => w4_cnn(args.reps)?,
             "W5" => w5_gemm(args.reps)?,
+            "W7" => w7_residual(args.reps, false)?,
+            "W7CKPT" => w7_residual(args.reps, true)?,
             "W8" => w8_deep(args.reps)?,
             _ => return Err(BenchError::Unknown(name.clone())),
         };
@@ -213,6 +216,88 @@ fn w2_mlp(reps: usize) -> Result<String, forgia::Error> {
             ("peak_rss_mb", format!("{peak:.0}")),
             ("step_mb", format!("{:.0}", peak - before)),
             ("peak_live_mb", format!("{:.0}", peak_live_mb())),
+        ],
+    ))
+}
+
+/// W4: one SGD step of a small CNN on a [64, 1, 28, 28] batch.
+fn w4_cnn(reps: usize) -> Result<String, forgia::Error> {
+    use forgia::nn::{Linear, Module};
+    let mut rng = forgia::Rng::new(4);
+    let x = Tensor::rand(&[64, 1, 28, 28], 0.0, 1.0, &mut rng);
+    let labels = forgia::Indices::from((0..64).map(|i| i % 10).collect::<Vec<usize>>());
+    let mut w1 = Tensor::randn(&[32, 1, 3, 3], 0.0, 0.3, &mut rng).into_variable();
+    let mut b1 = Tensor::zeros(&[32]).into_variable();
+    let mut w2 = Tensor::randn(&[64, 32, 3, 3], 0.0, 0.06, &mut rng).into_variable();
+    let mut b2 = Tensor::zeros(&[64]).into_variable();
+    let mut fc = Linear::new(1600, 10, true, &mut rng)?;
+    let conv = forgia::Conv2dOptions::default();
+    let ms = median_ms(reps, || {
+        let h = x.conv2d(&w1, Some(&b1), conv)?.relu().max_pool2d((2, 2), (2, 2), (0, 0))?;
+        let h = h.conv2d(&w2, Some(&b2), conv)?.relu().max_pool2d((2, 2), (2, 2), (0, 0))?;
+        let logits = fc.forward(&h.flatten(1, -1)?)?;
+        forgia::loss::cross_entropy(&logits, &labels, Default::default())?.backward()?;
+        let _guard = forgia::no_grad();
+        for p in [&mut w1, &mut b1, &mut w2, &mut b2] {
+            sgd_update(p, 0.01)?;
+        }
+        fc.visit_params_mut(&mut |_, p| sgd_update(p, 0.01).expect("fc parameters have gradients"));
+        Ok(())
+    })?;
+    Ok(line("W4", ms, &[]))
+}
+
+/// `p -= lr * grad`, then forget the gradient (grad mode must be off).
+fn sgd_update(p: &mut Tensor, lr: f32) -> Result<(), forgia::Error> {
+    if let Some(g) = p.grad() {
+        let g = g.to_vec();
+        for (v, g) in p.data_mut()?.iter_mut().zip(g) {
+            *v -= lr * g;
+        }
+        p.zero_grad();
+    }
+    Ok(())
+}
+
+/// W7: 16 residual MLP blocks over [4096, 256], forward + backward, plain or with every block
+/// checkpointed. Run the two in separate processes so the peaks belong to one.
+fn w7_residual(reps: usize, ckpt: bool) -> Result<String, forgia::Error> {
+    let mut rng = forgia::Rng::new(7);
+    let x = Tensor::randn(&[4096, 256], 0.0, 1.0, &mut rng);
+    let blocks: Vec<[Tensor; 4]> = (0..16)
+        .map(|_| {
+            [
+                Tensor::randn(&[256, 1024], 0.0, 0.06, &mut rng).into_variable(),
+                Tensor::zeros(&[1024]).into_variable(),
+                Tensor::randn(&[1024, 256], 0.0, 0.03, &mut rng).into_variable(),
+                Tensor::zeros(&[256]).into_variable(),
+            ]
+        })
+        .collect();
+    fn block(t: &[Tensor]) -> Result<Tensor, forgia::Error> {
+        let h = t[0].matmul(&t[1])?.add(&t[2])?.gelu();
+        t[0].add(&h.matmul(&t[3])?.add(&t[4])?)
+    }
+    let before = rss_mb();
+    forgia::reset_peak_bytes();
+    let ms = median_ms(reps.min(5), || {
+        let mut h = x.clone();
+        for p in &blocks {
+            let inputs = [&h, &p[0], &p[1], &p[2], &p[3]];
+            h = if ckpt { forgia::checkpoint(block, &inputs)? } else { block(&inputs.map(Tensor::clone))? };
+        }
+        h.mul(&h)?.mean_all()?.backward()?;
+        blocks.iter().flatten().for_each(Tensor::zero_grad);
+        Ok(())
+    })?;
+    let peak = peak_rss_mb();
+    Ok(line(
+        if ckpt { "W7ckpt" } else { "W7" },
+        ms,
+        &[
+            ("peak_live_mb", format!("{:.0}", peak_live_mb())),
+            ("peak_rss_mb", format!("{peak:.0}")),
+            ("step_mb", format!("{:.0}", peak - before)),
         ],
     ))
 }

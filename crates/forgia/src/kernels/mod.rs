@@ -5,6 +5,7 @@ pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod dropout;
+pub(crate) mod fastmath;
 pub(crate) mod gemm;
 pub(crate) mod index;
 pub(crate) mod norm;

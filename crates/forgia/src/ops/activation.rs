@@ -3,7 +3,8 @@
 
 use std::f32::consts::FRAC_1_SQRT_2;
 
-use super::unary::{constant_map, erf64, unary, UnaryRule};
+use super::unary::{constant_map, unary, UnaryRule};
+use crate::kernels::fastmath;
 use crate::error::{fail, ErrorKind, Result};
 use crate::tensor::Tensor;
 
@@ -16,14 +17,9 @@ const GELU_C: f32 = 0.044_715;
 /// Softplus returns `x` itself above this input (torch's default threshold).
 const SOFTPLUS_THRESHOLD: f32 = 20.0;
 
-/// The logistic function, without overflow for large `|x|`.
+/// The logistic function (vectorizable; saturates without overflow for large `|x|`).
 fn sigmoid(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
-    }
+    fastmath::sigmoid(x)
 }
 
 struct Sigmoid;
@@ -90,12 +86,11 @@ impl UnaryRule for GeluErf {
     const NAME: &'static str = "gelu";
     const USES_OUTPUT: bool = false;
     fn f(&self, x: f32) -> f32 {
-        let x = x as f64;
-        (0.5 * x * (1.0 + erf64(x * std::f64::consts::FRAC_1_SQRT_2))) as f32
+        0.5 * x * (1.0 + fastmath::erf(x * FRAC_1_SQRT_2))
     }
     fn df(&self, x: f32) -> f32 {
-        let cdf = 0.5 * (1.0 + erf64(x as f64 * std::f64::consts::FRAC_1_SQRT_2)) as f32;
-        cdf + x * (-0.5 * x * x).exp() * INV_SQRT_2PI
+        let cdf = 0.5 * (1.0 + fastmath::erf(x * FRAC_1_SQRT_2));
+        cdf + x * fastmath::exp(-0.5 * x * x) * INV_SQRT_2PI
     }
     /// `Φ(x) + x φ(x)`.
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
@@ -110,10 +105,10 @@ impl UnaryRule for GeluTanh {
     const NAME: &'static str = "gelu_tanh";
     const USES_OUTPUT: bool = false;
     fn f(&self, x: f32) -> f32 {
-        0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_C * x * x * x)).tanh())
+        0.5 * x * (1.0 + fastmath::tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x)))
     }
     fn df(&self, x: f32) -> f32 {
-        let t = (SQRT_2_OVER_PI * (x + GELU_C * x * x * x)).tanh();
+        let t = fastmath::tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x));
         0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x)
     }
     /// `(1 + t)/2 + x (1 - t²) k (1 + 3c x²) / 2` with `t = tanh(k (x + c x³))`.

@@ -262,7 +262,7 @@ impl UnaryRule for Tanh {
     const NAME: &'static str = "tanh";
     const USES_OUTPUT: bool = true;
     fn f(&self, x: f32) -> f32 {
-        x.tanh()
+        crate::kernels::fastmath::tanh(x)
     }
     fn df(&self, y: f32) -> f32 {
         1.0 - y * y

@@ -1,0 +1,112 @@
+//! Branch-free f32 `exp`, `tanh`, `sigmoid` and `erf` that the compiler vectorizes inside the
+//! elementwise loops (libm's scalar calls do not vectorize and dominate activation-heavy steps).
+//! Accuracy: `exp` within 2 ulp (Cephes `expf` polynomial), `tanh` within 3e-7 absolute and
+//! 2e-6 relative, `erf` within 5e-7 absolute (checked against f64 in the tests below).
+
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// 1.5 · 2²³: adding and subtracting it rounds an f32 of magnitude < 2²² to the nearest integer.
+const ROUNDER: f32 = 12_582_912.0;
+
+/// `e^x`, saturating to 0 below -87.3 and to `f32::MAX`-ish near 88.7.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    let x = x.clamp(-87.3, 88.3);
+    let n = (x * LOG2E + ROUNDER) - ROUNDER;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 5.000_000_1e-1;
+    let y = p * r * r + r + 1.0;
+    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// `tanh x`: an odd polynomial near 0 (Cephes `tanhf`), `1 - 2/(e^{2|x|} + 1)` elsewhere.
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let mut p = -5.704_988_7e-3f32;
+    p = p * z + 2.063_908_9e-2;
+    p = p * z + -5.373_971_6e-2;
+    p = p * z + 1.333_144_2e-1;
+    p = p * z + -3.333_328_2e-1;
+    let small = x + x * z * p;
+    let big = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    if a < 0.625 {
+        small
+    } else {
+        big.copysign(x)
+    }
+}
+
+/// `1 / (1 + e^{-x})`.
+#[inline(always)]
+pub(crate) fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+/// The error function: its Maclaurin series below 0.5, Abramowitz–Stegun 7.1.26 (with this
+/// module's `exp`) above, where the formula no longer cancels.
+#[inline(always)]
+pub(crate) fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let mut s = 1.0f32 / 75_600.0;
+    s = -s * z + 1.0 / 9_360.0;
+    s = -s * z + 1.0 / 1_320.0;
+    s = -s * z + 1.0 / 216.0;
+    s = -s * z + 1.0 / 42.0;
+    s = -s * z + 1.0 / 10.0;
+    s = -s * z + 1.0 / 3.0;
+    s = -s * z + 1.0;
+    let series = std::f32::consts::FRAC_2_SQRT_PI * x * s;
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let mut p = 1.061_405_4f32;
+    p = p * t + -1.453_152_1;
+    p = p * t + 1.421_413_7;
+    p = p * t + -0.284_496_74;
+    p = p * t + 0.254_829_6;
+    let tail = (1.0 - p * t * exp(-a * a)).copysign(x);
+    if a < 0.5 {
+        series
+    } else {
+        tail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid() -> impl Iterator<Item = f32> {
+        (-20000..=20000).map(|i| i as f32 * 1e-3)
+    }
+
+    #[test]
+    fn exp_is_within_a_few_ulp() {
+        for x in (-8700..=8800).map(|i| i as f32 * 1e-2) {
+            let (got, want) = (exp(x) as f64, (x as f64).exp());
+            assert!(((got - want) / want).abs() < 3e-7, "exp({x}) = {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn tanh_sigmoid_and_erf_match_f64() {
+        for x in grid() {
+            let t = (x as f64).tanh();
+            let got = tanh(x) as f64;
+            assert!((got - t).abs() < 3e-7 && (got - t).abs() <= 2e-6 * t.abs() + 1e-30, "tanh({x})");
+            let s = 1.0 / (1.0 + (-(x as f64)).exp());
+            assert!((sigmoid(x) as f64 - s).abs() < 3e-7, "sigmoid({x})");
+            assert!((erf(x) as f64 - crate::ops::unary::erf64(x as f64)).abs() < 5e-7, "erf({x})");
+        }
+        assert_eq!(tanh(0.0), 0.0);
+        assert_eq!(tanh(100.0), 1.0);
+        assert_eq!(tanh(-100.0), -1.0);
+    }
+}
