@@ -82,6 +82,7 @@ pub(crate) fn gemm(
     if threads > 1 {
         parallel::install(run)
     } else {
+        let _flush = parallel::FlushDenormals::new();
         run()
     }
 }
