@@ -13,4 +13,6 @@ pub(crate) use mode::set_grad_enabled;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};
 #[cfg(test)]
+mod faults_tests;
+#[cfg(test)]
 mod tests;
