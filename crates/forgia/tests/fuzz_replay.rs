@@ -24,6 +24,8 @@ fn corpus() -> Vec<Vec<u8>> {
         b"\xff\xff\xff\xff\xff\xff\xff\xff".to_vec(),
         vec![40, 4, 4, 0, 4, 0, 1, 2, 17, 0, 0, 0, 0, 0, 24, 4, 0, 255],
         vec![47, 18, 4, 4, 4, 4, 4, 4, 13, 0, 0, 0, 24, 0, 0, 2, 0],
+        // cargo-fuzz op_sequence crash-099e03b3 (gemm bounds on an empty view).
+        vec![64, 226, 33, 0, 238, 238, 35, 238, 238, 17, 49, 1, 33, 209, 238, 241, 238, 238, 239, 238, 254, 226, 122, 209, 19, 209, 19],
     ]
 }
 
@@ -39,6 +41,21 @@ fn reducing_a_gradient_of_an_empty_broadcast_result_returns_a_zero_gradient() {
     let packed = forgia::Tensor::zeros(&[0, 2, 0, 3]);
     assert!(packed.is_contiguous());
     assert_eq!(packed.sum(1, false).unwrap().shape(), &[0, 0, 3]);
+}
+
+// cargo-fuzz (op_sequence) found matmul's bounds assertion firing on an empty operand whose
+// view offset lies past its storage's end (nothing is read); the reproducer is in the corpus
+// below (crash-099e03b3). This test pins the neighbouring empty-matmul cases.
+#[test]
+fn a_matmul_of_an_empty_view_sliced_past_the_end_is_empty() {
+    let x = forgia::Tensor::variable(vec![1.0; 6], &[2, 3]).unwrap();
+    let empty = x.slice(0, 2, 2, 1).unwrap().slice(1, 3, 3, 1).unwrap(); // [0, 0] at offset 9
+    let y = empty.matmul(&forgia::Tensor::zeros(&[0, 2])).unwrap();
+    assert_eq!(y.shape(), &[0, 2]);
+    let k0 = x.narrow(1, 3, 0).unwrap().matmul(&forgia::Tensor::zeros(&[0, 2])).unwrap(); // k = 0
+    assert_eq!(k0.to_vec(), vec![0.0; 4]);
+    k0.sum_all().backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![0.0; 6]);
 }
 
 #[test]
