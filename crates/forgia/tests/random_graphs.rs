@@ -244,7 +244,7 @@ fn broadcast(x: &Tensor, bx: f32, k: u8) -> Option<(Tensor, f32)> {
     if let Some(p) = shape.iter().position(|&d| d == 1) {
         shape[p] = 2 + k as usize % 2;
     }
-    if k % 3 != 0 || shape == x.shape() {
+    if !k.is_multiple_of(3) || shape == x.shape() {
         shape.insert(0, 1 + k as usize % 3);
     }
     if shape.iter().product::<usize>() > MAX_NUMEL {
@@ -258,7 +258,7 @@ fn refold(shape: &[usize], k: u8) -> Vec<usize> {
     let n: usize = shape.iter().product();
     match k % 3 {
         0 => vec![n],
-        1 => match (2..=n).find(|d| n % d == 0 && d % 2 == 1 + (k as usize / 3) % 2) {
+        1 => match (2..=n).find(|&d| n.is_multiple_of(d) && d % 2 == (k as usize / 3) % 2) {
             Some(d) => vec![n / d, d],
             None => vec![1, n],
         },
@@ -276,8 +276,11 @@ fn rotation(rank: usize, p: usize) -> Vec<usize> {
 }
 
 fn leaf(variable: impl Strategy<Value = bool>) -> impl Strategy<Value = Leaf> {
-    (prop::collection::vec(1usize..=3, 0..=3), variable, any::<u64>())
-        .prop_map(|(shape, variable, seed)| Leaf { shape, variable, seed })
+    (prop::collection::vec(1usize..=3, 0..=3), variable, any::<u64>()).prop_map(|(shape, variable, seed)| Leaf {
+        shape,
+        variable,
+        seed,
+    })
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -333,8 +336,10 @@ fn options(eps: f64, long: bool, scale: f64) -> GradcheckOptions {
 
 /// The largest analytic gradient element, with the cotangent `gradcheck` uses.
 fn gradient_scale(f: impl Fn(&[Tensor]) -> Result<Tensor>, leaves: &[Tensor]) -> Result<f64> {
-    let fresh: Vec<Tensor> =
-        leaves.iter().map(|t| if t.is_variable() { t.detach().contiguous().into_variable() } else { t.clone() }).collect();
+    let fresh: Vec<Tensor> = leaves
+        .iter()
+        .map(|t| if t.is_variable() { t.detach().contiguous().into_variable() } else { t.clone() })
+        .collect();
     let y = f(&fresh)?;
     if !y.requires_grad() {
         return Ok(0.0);
@@ -360,7 +365,8 @@ fn check(graph: &Graph, long: bool) -> std::result::Result<(), TestCaseError> {
     let mut clean_failures = Vec::new();
     for eps in STEPS {
         kinks.crossed.set(false);
-        let report = gradcheck(f, &leaves, options(eps, long, scale)).map_err(|e| TestCaseError::fail(format!("{e}")))?;
+        let report =
+            gradcheck(f, &leaves, options(eps, long, scale)).map_err(|e| TestCaseError::fail(format!("{e}")))?;
         if report.passed() {
             return Ok(());
         }
@@ -403,15 +409,15 @@ fn a_hand_built_graph_with_a_diamond_fan_out_and_views_passes() {
             Leaf { shape: vec![2, 1], variable: false, seed: 3 },
         ],
         ops: vec![
-            Op::Mul(0, 1),           // 3: [2,3] * [3]  (broadcast)
-            Op::Transpose(3, 0, 1),  // 4: [3,2] view
-            Op::Matmul(3, 4),        // 5: [2,2], node 3 reached twice (diamond)
-            Op::Slice(0, 1, 1, 1),   // 6: x[:, 1::2]
-            Op::Add(6, 2),           // 7: with the constant
-            Op::Div(5, 7),           // 8: [2,2] / (1 + [2,1]²) broadcast
-            Op::Relu(8),             // 9
-            Op::Sum(9, 0, false),    // 10
-            Op::Mul(10, 10),         // 11: x * x
+            Op::Mul(0, 1),          // 3: [2,3] * [3]  (broadcast)
+            Op::Transpose(3, 0, 1), // 4: [3,2] view
+            Op::Matmul(3, 4),       // 5: [2,2], node 3 reached twice (diamond)
+            Op::Slice(0, 1, 1, 1),  // 6: x[:, 1::2]
+            Op::Add(6, 2),          // 7: with the constant
+            Op::Div(5, 7),          // 8: [2,2] / (1 + [2,1]²) broadcast
+            Op::Relu(8),            // 9
+            Op::Sum(9, 0, false),   // 10
+            Op::Mul(10, 10),        // 11: x * x
         ],
     };
     check(&g, false).unwrap();

@@ -57,7 +57,13 @@ impl Leaves {
         let gram = h.matmul(&h.transpose(0, 1).unwrap()).unwrap().scale(0.01); // [batch, batch]
         let y = h.matmul(&self.w2).unwrap().relu();
         let picked = y.slice(1, 0, 4, 2).unwrap(); // columns 0 and 2
-        picked.mean_all().unwrap().add(&gram.mean_all().unwrap()).unwrap().add(&h.mul(&h).unwrap().mean_all().unwrap()).unwrap()
+        picked
+            .mean_all()
+            .unwrap()
+            .add(&gram.mean_all().unwrap())
+            .unwrap()
+            .add(&h.mul(&h).unwrap().mean_all().unwrap())
+            .unwrap()
     }
 
     fn grads(&self) -> Vec<Vec<f32>> {
@@ -147,7 +153,9 @@ fn concurrent_heavy_passes_on_the_shared_pool_match_the_serial_gradients() {
         let parallel = leaves.grads();
         leaves.zero_grad();
         for t in 0..4u64 {
-            (0..3).for_each(|i| loss(t * 10 + i).backward_with(None, BackwardOptions { serial: true, ..Default::default() }).unwrap());
+            (0..3).for_each(|i| {
+                loss(t * 10 + i).backward_with(None, BackwardOptions { serial: true, ..Default::default() }).unwrap()
+            });
         }
         assert_close(&parallel, &leaves.grads());
     });

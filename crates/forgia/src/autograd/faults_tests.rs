@@ -112,7 +112,10 @@ fn assert_close(got: &[Vec<f32>], want: &[Vec<f32>]) {
 /// Weak handles to every node and every storage buffer of a graph.
 fn weak_handles(built: &Built) -> (Vec<Weak<Node>>, Vec<Weak<Storage>>) {
     let all = || built.nodes.iter().chain([&built.loss]);
-    (all().filter_map(|t| t.node.as_ref().map(Arc::downgrade)).collect(), all().map(|t| Arc::downgrade(&t.storage)).collect())
+    (
+        all().filter_map(|t| t.node.as_ref().map(Arc::downgrade)).collect(),
+        all().map(|t| Arc::downgrade(&t.storage)).collect(),
+    )
 }
 
 #[test]
