@@ -61,6 +61,20 @@ fn a_matmul_of_an_empty_view_sliced_past_the_end_is_empty() {
     assert_eq!(x.grad().unwrap().to_vec(), vec![0.0; 6]);
 }
 
+// Found by the long seeded replay: reducing non-adjacent axes one of which is empty computed
+// the kept block count as numel / red = 0, so the output buffer was empty for a non-empty
+// shape (a debug assertion; wrong data in release).
+#[test]
+fn summing_non_adjacent_axes_including_an_empty_one_gives_zeros_of_the_kept_shape() {
+    let x = forgia::Tensor::zeros(&[0, 2, 3]).into_variable();
+    let s = x.sum([0, 2], false).unwrap();
+    assert_eq!((s.shape(), s.to_vec()), (&[2][..], vec![0.0, 0.0]));
+    let e = x.mean([0, 2], true).unwrap_err(); // a mean over no elements is refused, not NaN
+    assert!(matches!(e.kind(), forgia::ErrorKind::EmptyTensor { .. }));
+    s.backward_with_grad(&forgia::Tensor::ones(&[2])).unwrap();
+    assert_eq!(x.grad().unwrap().shape(), &[0, 2, 3]);
+}
+
 #[test]
 fn the_fuzz_bodies_survive_their_regression_corpus() {
     for input in corpus() {
