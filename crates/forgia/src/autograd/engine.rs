@@ -79,7 +79,7 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
     let pass_id = NEXT_PASS.fetch_add(1, Ordering::Relaxed);
     let mut visited: Vec<Arc<Node>> = Vec::new();
     if let Err(e) = prepare(&roots, pass_id, &mut visited) {
-        rollback(&visited);
+        rollback(&visited, pass_id);
         return Err(e);
     }
 
@@ -118,7 +118,7 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
     }
 
     if let Some(e) = pass.error.into_inner() {
-        rollback(&visited);
+        rollback(&visited, pass_id);
         return Err(e);
     }
     if !pass.retain {
@@ -160,10 +160,18 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
     Ok(())
 }
 
-/// Returns every node a failed pass counted to idle, with no counter stranded and the partial
-/// sums it produced freed.
-fn rollback(visited: &[Arc<Node>]) {
+/// Returns every node a failed pass still owns to idle, with no counter stranded and the
+/// partial sums it produced freed. Nodes the pass already fired are idle and may since have
+/// been claimed by another pass over the same retained graph: those are left alone (their
+/// `pass` marker is not ours), or that pass would run with zeroed counters.
+fn rollback(visited: &[Arc<Node>], pass_id: u64) {
     for node in visited {
+        // Relaxed: a node still marked with our id is pending or running for this pass, so no
+        // other pass can claim it (it is not idle); every task of this pass has been joined.
+        // A node we fired reads 0 or another pass's id, either way not ours.
+        if node.pass.load(Ordering::Relaxed) != pass_id {
+            continue;
+        }
         node.grad.lock().acc = None;
         node.pending.store(0, Ordering::Relaxed);
         node.pass.store(0, Ordering::Relaxed);

@@ -18,6 +18,8 @@ pub use engine::BackwardOptions;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};
 #[cfg(test)]
+mod faults_tests;
+#[cfg(test)]
 mod tests;
 
 /// The worked examples of `docs/EXTENDING.md`, compiled and run as doctests.

@@ -14,12 +14,13 @@ pub(crate) struct MatRef<'a> {
 }
 
 impl MatRef<'_> {
-    /// One past the largest offset a `rows × cols` read touches; panics on negative strides
-    /// (an internal invariant: `ops/` only builds non-negative ones).
+    /// One past the largest offset a `rows × cols` read touches (0 for an empty read: an
+    /// empty view's offset may lie past the end of its storage, and nothing is read); panics
+    /// on negative strides (an internal invariant: `ops/` only builds non-negative ones).
     fn end(&self, rows: usize, cols: usize) -> usize {
         assert!(self.row_stride >= 0 && self.col_stride >= 0, "gemm operands have non-negative strides");
         if rows == 0 || cols == 0 {
-            return self.offset;
+            return 0;
         }
         self.offset + (rows - 1) * self.row_stride as usize + (cols - 1) * self.col_stride as usize + 1
     }

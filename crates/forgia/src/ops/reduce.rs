@@ -43,8 +43,10 @@ impl Plan {
             // Kept axes first, reduced axes last, then pack.
             let perm: Vec<usize> = (0..shape.len()).filter(|i| !axes.contains(i)).chain(axes.iter().copied()).collect();
             let red: usize = axes.iter().map(|&a| shape[a]).product();
+            // The kept sizes' product, not numel / red: that is 0 when a reduced axis is empty.
+            let outer: usize = perm[..perm.len() - axes.len()].iter().map(|&a| shape[a]).product();
             let t = x.detach().with_layout(x.layout.permuted(&perm)).contiguous_data();
-            (t, numel(shape) / red.max(1), red, 1)
+            (t, outer, red, 1)
         };
         Plan { data, outer, red, inner, kept, out }
     }

@@ -48,7 +48,8 @@ impl Layout {
         numel(&self.shape)
     }
 
-    /// True when the elements are row-major and packed (size-1 axes may have any stride).
+    /// True when the elements are row-major and packed (size-1 axes may have any stride). An
+    /// empty layout is trivially packed, whatever its strides.
     pub(crate) fn is_contiguous(&self) -> bool {
         if self.numel() == 0 {
             return true; // nothing to address (and a 0 extent would break the stride walk)
@@ -67,7 +68,12 @@ impl Layout {
     }
 
     /// The contiguous range of storage this layout covers, if it is contiguous.
+    /// An empty layout gives `0..0`: its offset may point past the end of its storage (a view
+    /// sliced empty at the end of several axes), and it reads nothing anyway.
     pub(crate) fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
+        if self.numel() == 0 {
+            return Some(0..0);
+        }
         self.is_contiguous().then(|| self.offset..self.offset + self.numel())
     }
 
