@@ -4,8 +4,8 @@
 use std::f32::consts::FRAC_1_SQRT_2;
 
 use super::unary::{constant_map, unary, UnaryRule};
-use crate::kernels::fastmath;
 use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::fastmath;
 use crate::tensor::Tensor;
 
 /// `1/√(2π)`, the standard normal density at 0.
