@@ -24,6 +24,9 @@ const KINK_MARGIN: f32 = 0.05;
 
 /// A leaf: a variable or a constant of a small shape, filled from `seed`.
 #[derive(Clone, Debug)]
+/// Per-op squash decisions: a shift and which elements sit near a kink.
+type Plan = Vec<Option<(f32, Vec<bool>)>>;
+
 struct Leaf {
     shape: Vec<usize>,
     variable: bool,
@@ -190,7 +193,7 @@ fn apply(op: &Op, nodes: &[Built], i: usize, kinks: &Kinks) -> Result<(Tensor, f
 /// evaluation pushed some `relu` input across its kink anyway.
 struct Kinks {
     /// Per op: the shift and the sign pattern of the shifted input at the first evaluation.
-    plan: RefCell<Vec<Option<(f32, Vec<bool>)>>>,
+    plan: RefCell<Plan>,
     crossed: Cell<bool>,
 }
 
