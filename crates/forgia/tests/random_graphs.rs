@@ -15,6 +15,9 @@ use std::cell::{Cell, RefCell};
 use forgia::{gradcheck, GradcheckOptions, Result, Rng, Tensor};
 use proptest::prelude::*;
 
+/// Per-op squash decisions: a shift and which elements sit near a kink.
+type Plan = Vec<Option<(f32, Vec<bool>)>>;
+
 /// Squash a node with `tanh` once its magnitude bound passes this.
 const SQUASH_ABOVE: f32 = 3.0;
 /// Skip (reuse the operand) when an op result would exceed this many elements.
@@ -24,9 +27,6 @@ const KINK_MARGIN: f32 = 0.05;
 
 /// A leaf: a variable or a constant of a small shape, filled from `seed`.
 #[derive(Clone, Debug)]
-/// Per-op squash decisions: a shift and which elements sit near a kink.
-type Plan = Vec<Option<(f32, Vec<bool>)>>;
-
 struct Leaf {
     shape: Vec<usize>,
     variable: bool,
