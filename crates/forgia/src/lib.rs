@@ -33,5 +33,8 @@ pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::index::Indices;
 pub use ops::loss;
+pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};
+pub use ops::attention::AttentionOptions;
+pub use ops::norm::RunningStats;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{live_bytes, peak_bytes, reset_peak_bytes, Axes, Axis, Rng, Shape, Tensor};

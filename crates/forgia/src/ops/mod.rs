@@ -1,16 +1,23 @@
 //! Differentiable ops, one family per file: each op's checks, its forward through `kernels/`,
 //! its documented backward formula and its record sit together.
 
+pub(crate) mod attention;
 pub(crate) mod binary;
 pub(crate) mod einsum;
 pub(crate) mod index;
 pub(crate) mod join;
 pub mod loss;
 mod loss_elementwise;
+pub(crate) mod conv;
+pub(crate) mod dropout;
 pub(crate) mod matmul;
+pub(crate) mod norm;
+pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod rope;
 pub(crate) mod shape;
 pub(crate) mod softmax;
+pub(crate) mod ste;
 pub(crate) mod unary;
 
 use crate::error::Result;

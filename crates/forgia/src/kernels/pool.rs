@@ -1,0 +1,127 @@
+//! 2-D pooling over planes `[P, H, W]` (`P = N·C`): max (with argmax indices for the
+//! backward) and average (divisor kh·kw, padding counted). Parallel over planes when large.
+
+use rayon::prelude::*;
+
+use crate::parallel::{self, PARALLEL_ELEMENTS};
+
+/// The window geometry of one pooling (checked by `ops/pool.rs`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolGeom {
+    /// Input height, width.
+    pub(crate) h: usize,
+    pub(crate) w: usize,
+    /// Output height, width.
+    pub(crate) oh: usize,
+    pub(crate) ow: usize,
+    /// Kernel, stride, padding (height, width).
+    pub(crate) k: (usize, usize),
+    pub(crate) s: (usize, usize),
+    pub(crate) p: (usize, usize),
+}
+
+impl PoolGeom {
+    /// The clipped input rows and columns of output `(i, j)`'s window.
+    fn window(&self, i: usize, j: usize) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let r0 = (i * self.s.0) as isize - self.p.0 as isize;
+        let c0 = (j * self.s.1) as isize - self.p.1 as isize;
+        let clip = |a: isize, len: usize| a.clamp(0, len as isize) as usize;
+        (
+            clip(r0, self.h)..clip(r0 + self.k.0 as isize, self.h),
+            clip(c0, self.w)..clip(c0 + self.k.1 as isize, self.w),
+        )
+    }
+}
+
+/// Runs `f(plane_in, plane_out...)` over planes, in parallel above the element threshold.
+fn planes<A: Send, B: Sync>(out: &mut [A], out_len: usize, inp: &[B], in_len: usize, f: impl Fn(&[B], &mut [A]) + Sync) {
+    if out.is_empty() || out_len == 0 {
+        return;
+    }
+    if inp.len() + out.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| out.par_chunks_mut(out_len).zip(inp.par_chunks(in_len.max(1))).for_each(|(o, i)| f(i, o)));
+    } else {
+        out.chunks_mut(out_len).zip(inp.chunks(in_len.max(1))).for_each(|(o, i)| f(i, o));
+    }
+}
+
+/// Max over each window; also returns the in-plane index of each maximum (first on ties).
+pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> (Vec<f32>, Vec<u32>) {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    let mut y = vec![0.0f32; count * ohw];
+    let mut arg = vec![0u32; count * ohw];
+    let mut both: Vec<(f32, u32)> = vec![(0.0, 0); count * ohw];
+    planes(&mut both, ohw, x, hw, |xp, out| {
+        for i in 0..g.oh {
+            for j in 0..g.ow {
+                let (rows, cols) = g.window(i, j);
+                let mut best = (f32::NEG_INFINITY, (rows.start * g.w + cols.start) as u32);
+                for r in rows {
+                    for c in cols.clone() {
+                        let v = xp[r * g.w + c];
+                        if v > best.0 || v.is_nan() {
+                            best = (v, (r * g.w + c) as u32);
+                        }
+                    }
+                }
+                out[i * g.ow + j] = best;
+            }
+        }
+    });
+    for (k, (v, a)) in both.into_iter().enumerate() {
+        y[k] = v;
+        arg[k] = a;
+    }
+    (y, arg)
+}
+
+/// Routes each output gradient to its window's maximum.
+pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], count: usize) -> Vec<f32> {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    let mut gx = vec![0.0f32; count * hw];
+    let pairs: Vec<(f32, u32)> = gy.iter().copied().zip(arg.iter().copied()).collect();
+    planes(&mut gx, hw, &pairs, ohw, |p, out| {
+        for &(g, a) in p {
+            out[a as usize] += g;
+        }
+    });
+    gx
+}
+
+/// Window sums divided by `kh·kw` (padding counts as zeros).
+pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Vec<f32> {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    let inv = 1.0 / (g.k.0 * g.k.1) as f32;
+    let mut y = vec![0.0f32; count * ohw];
+    planes(&mut y, ohw, x, hw, |xp, out| {
+        for i in 0..g.oh {
+            for j in 0..g.ow {
+                let (rows, cols) = g.window(i, j);
+                let s: f32 = rows.map(|r| xp[r * g.w + cols.start..r * g.w + cols.end].iter().sum::<f32>()).sum();
+                out[i * g.ow + j] = s * inv;
+            }
+        }
+    });
+    y
+}
+
+/// Spreads each output gradient evenly (`/ kh·kw`) over its window.
+pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Vec<f32> {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    let inv = 1.0 / (g.k.0 * g.k.1) as f32;
+    let mut gx = vec![0.0f32; count * hw];
+    planes(&mut gx, hw, gy, ohw, |gp, out| {
+        for i in 0..g.oh {
+            for j in 0..g.ow {
+                let v = gp[i * g.ow + j] * inv;
+                let (rows, cols) = g.window(i, j);
+                for r in rows {
+                    for e in &mut out[r * g.w + cols.start..r * g.w + cols.end] {
+                        *e += v;
+                    }
+                }
+            }
+        }
+    });
+    gx
+}

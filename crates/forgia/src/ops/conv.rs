@@ -1,0 +1,301 @@
+//! Convolutions: conv1d, conv2d and conv_transpose2d, lowered through im2col onto GEMM
+//! (`kernels/conv.rs`). One record serves all three; the weight and bias gradients are
+//! computed only for operands that need them.
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::conv::{self as k, ConvGeom};
+use crate::tensor::Tensor;
+
+/// Options of [`Tensor::conv2d`] (height, width pairs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dOptions {
+    /// Step between output positions.
+    pub stride: (usize, usize),
+    /// Zeros added on both sides of each spatial axis.
+    pub padding: (usize, usize),
+    /// Spacing between kernel taps.
+    pub dilation: (usize, usize),
+    /// Channel groups: input and output channels split into this many independent blocks.
+    pub groups: usize,
+}
+
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions { stride: (1, 1), padding: (0, 0), dilation: (1, 1), groups: 1 }
+    }
+}
+
+/// Options of [`Tensor::conv1d`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv1dOptions {
+    /// Step between output positions.
+    pub stride: usize,
+    /// Zeros added on both sides.
+    pub padding: usize,
+    /// Spacing between kernel taps.
+    pub dilation: usize,
+    /// Channel groups.
+    pub groups: usize,
+}
+
+impl Default for Conv1dOptions {
+    fn default() -> Self {
+        Conv1dOptions { stride: 1, padding: 0, dilation: 1, groups: 1 }
+    }
+}
+
+/// Options of [`Tensor::conv_transpose2d`] (height, width pairs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTranspose2dOptions {
+    /// Stride of the convolution this op transposes.
+    pub stride: (usize, usize),
+    /// Padding of the convolution this op transposes (removed from the output).
+    pub padding: (usize, usize),
+    /// Extra rows/columns added at the end of the output (each `< stride` or `< dilation`).
+    pub output_padding: (usize, usize),
+    /// Spacing between kernel taps.
+    pub dilation: (usize, usize),
+    /// Channel groups.
+    pub groups: usize,
+}
+
+impl Default for ConvTranspose2dOptions {
+    fn default() -> Self {
+        ConvTranspose2dOptions { stride: (1, 1), padding: (0, 0), output_padding: (0, 0), dilation: (1, 1), groups: 1 }
+    }
+}
+
+fn invalid<T>(op: &'static str, arg: &'static str, reason: String) -> Result<T> {
+    fail(ErrorKind::InvalidArgument { op, arg, reason })
+}
+
+/// Checks the ranks and scalar options shared by both 2-D convolutions.
+fn check_common(op: &'static str, x: &Tensor, w: &Tensor, pairs: [(&'static str, (usize, usize)); 2], groups: usize) -> Result<()> {
+    for t in [x, w] {
+        if t.rank() != 4 {
+            return fail(ErrorKind::RankMismatch { op, expected: "rank 4", shape: t.shape().to_vec() });
+        }
+    }
+    for (name, (a, b)) in pairs {
+        if a == 0 || b == 0 {
+            return invalid(op, name, format!("must be at least 1, got ({a}, {b})"));
+        }
+    }
+    if groups == 0 {
+        return invalid(op, "groups", "must be at least 1".into());
+    }
+    Ok(())
+}
+
+fn check_bias(op: &'static str, bias: Option<&Tensor>, channels: usize) -> Result<()> {
+    match bias {
+        Some(b) if b.shape() != [channels] => {
+            fail(ErrorKind::ShapeMismatch { op, lhs: b.shape().to_vec(), rhs: vec![channels] })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Output size of a convolution along one axis, or an error when the (dilated) kernel does
+/// not fit in the padded input.
+fn out_len(op: &'static str, len: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
+    let span = d * (k - 1) + 1;
+    if k == 0 || span > len + 2 * p {
+        return invalid(op, "kernel", format!("kernel {k} (dilated to {span}) is larger than the padded input {}", len + 2 * p));
+    }
+    Ok((len + 2 * p - span) / s + 1)
+}
+
+impl Tensor {
+    /// 2-D cross-correlation (PyTorch's `conv2d`): `x [N, C, H, W]`, `w [O, C/groups, kh, kw]`,
+    /// optional `bias [O]` → `[N, O, OH, OW]` with `OH = (H + 2p - d(kh-1) - 1)/s + 1`.
+    ///
+    /// Forward per sample and group: `y = W · im2col(x)` (one GEMM). Backward:
+    /// `gx = col2im(Wᵀ · gy)`, `gw = Σ_n gy · im2col(x)ᵀ`, `gb = Σ_{n,h,w} gy`, each computed
+    /// only when its operand needs it (fused kernels: no `create_graph`).
+    ///
+    /// # Errors
+    /// `RankMismatch` for non rank-4 `x`/`w`; `InvalidArgument` for a zero stride, dilation or
+    /// group count, channels not divisible by `groups`, or a kernel larger than the padded
+    /// input; `ShapeMismatch` when `w`'s channels or the bias do not fit.
+    pub fn conv2d(&self, w: &Tensor, bias: Option<&Tensor>, opts: Conv2dOptions) -> Result<Tensor> {
+        const OP: &str = "conv2d";
+        check_common(OP, self, w, [("stride", opts.stride), ("dilation", opts.dilation)], opts.groups)?;
+        let (&[n, c, h, wd], &[o, cg, kh, kw]) = (self.shape(), w.shape()) else { unreachable!("rank checked") };
+        if c % opts.groups != 0 || o % opts.groups != 0 {
+            return invalid(OP, "groups", format!("{} groups do not divide {c} input and {o} output channels", opts.groups));
+        }
+        if cg != c / opts.groups {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
+        }
+        check_bias(OP, bias, o)?;
+        let oh = out_len(OP, h, kh, opts.stride.0, opts.padding.0, opts.dilation.0)?;
+        let ow = out_len(OP, wd, kw, opts.stride.1, opts.padding.1, opts.dilation.1)?;
+        let g = ConvGeom {
+            n,
+            c,
+            h,
+            w: wd,
+            o,
+            oh,
+            ow,
+            k: (kh, kw),
+            stride: opts.stride,
+            pad: opts.padding,
+            dil: opts.dilation,
+            groups: opts.groups,
+        };
+        let (xd, wdat) = (self.contiguous_data(), w.contiguous_data());
+        let mut y = vec![0.0f32; n * o * oh * ow];
+        k::forward(&g, xd.packed(), wdat.packed(), &mut y);
+        if let Some(b) = bias {
+            b.with_data(|bd| k::add_channel_bias(&mut y, bd, oh * ow));
+        }
+        let out = Tensor::from_parts(y, &[n, o, oh, ow]);
+        Ok(attach_conv(out, self, w, bias, g, false))
+    }
+
+    /// 1-D cross-correlation: `x [N, C, L]`, `w [O, C/groups, k]`, optional `bias [O]` →
+    /// `[N, O, L_out]`. Runs as [`Tensor::conv2d`] with a height of 1 (views, no copies).
+    ///
+    /// # Errors
+    /// As [`Tensor::conv2d`]; `RankMismatch` for non rank-3 operands.
+    pub fn conv1d(&self, w: &Tensor, bias: Option<&Tensor>, opts: Conv1dOptions) -> Result<Tensor> {
+        for t in [self, w] {
+            if t.rank() != 3 {
+                return fail(ErrorKind::RankMismatch { op: "conv1d", expected: "rank 3", shape: t.shape().to_vec() });
+            }
+        }
+        let o2 = Conv2dOptions {
+            stride: (1, opts.stride),
+            padding: (0, opts.padding),
+            dilation: (1, opts.dilation),
+            groups: opts.groups,
+        };
+        let y = self.unsqueeze(2)?.conv2d(&w.unsqueeze(2)?, bias, o2)?;
+        y.squeeze(2)
+    }
+
+    /// Transposed 2-D convolution (PyTorch's `conv_transpose2d`, the gradient of conv2d with
+    /// respect to its input): `x [N, Cin, H, W]`, `w [Cin, Cout/groups, kh, kw]`, optional
+    /// `bias [Cout]` → `[N, Cout, OH, OW]` with
+    /// `OH = (H-1)s - 2p + d(kh-1) + output_padding + 1`.
+    ///
+    /// Forward: `y = col2im(Wᵀ · x)`. Backward: `gx = W · im2col(gy)` (a conv2d),
+    /// `gw = Σ_n x · im2col(gy)ᵀ`, `gb = Σ gy`.
+    ///
+    /// # Errors
+    /// As [`Tensor::conv2d`], plus `InvalidArgument` when `output_padding` is not smaller than
+    /// the stride or the dilation, or the output would be empty.
+    pub fn conv_transpose2d(&self, w: &Tensor, bias: Option<&Tensor>, opts: ConvTranspose2dOptions) -> Result<Tensor> {
+        const OP: &str = "conv_transpose2d";
+        check_common(OP, self, w, [("stride", opts.stride), ("dilation", opts.dilation)], opts.groups)?;
+        let (&[n, cin, h, wd], &[wcin, cog, kh, kw]) = (self.shape(), w.shape()) else { unreachable!("rank checked") };
+        if cin % opts.groups != 0 {
+            return invalid(OP, "groups", format!("{} groups do not divide {cin} input channels", opts.groups));
+        }
+        if wcin != cin {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
+        }
+        let cout = cog * opts.groups;
+        check_bias(OP, bias, cout)?;
+        let (op_h, op_w) = opts.output_padding;
+        if (op_h >= opts.stride.0 && op_h >= opts.dilation.0) || (op_w >= opts.stride.1 && op_w >= opts.dilation.1) {
+            return invalid(OP, "output_padding", format!("{:?} must be smaller than the stride or dilation", opts.output_padding));
+        }
+        let size = |len: usize, k: usize, s: usize, p: usize, d: usize, extra: usize| -> Result<usize> {
+            let full = (len - 1) * s + d * (k - 1) + extra + 1;
+            if len == 0 || k == 0 || full <= 2 * p {
+                return invalid(OP, "padding", format!("padding {p} leaves no output from size {full}"));
+            }
+            Ok(full - 2 * p)
+        };
+        let oh = size(h, kh, opts.stride.0, opts.padding.0, opts.dilation.0, op_h)?;
+        let ow = size(wd, kw, opts.stride.1, opts.padding.1, opts.dilation.1, op_w)?;
+        // The image side is the output; the column side is the input.
+        let g = ConvGeom {
+            n,
+            c: cout,
+            h: oh,
+            w: ow,
+            o: cin,
+            oh: h,
+            ow: wd,
+            k: (kh, kw),
+            stride: opts.stride,
+            pad: opts.padding,
+            dil: opts.dilation,
+            groups: opts.groups,
+        };
+        let (xd, wdat) = (self.contiguous_data(), w.contiguous_data());
+        let mut y = vec![0.0f32; n * cout * oh * ow];
+        k::backward_data(&g, xd.packed(), wdat.packed(), &mut y);
+        if let Some(b) = bias {
+            b.with_data(|bd| k::add_channel_bias(&mut y, bd, oh * ow));
+        }
+        let out = Tensor::from_parts(y, &[n, cout, oh, ow]);
+        Ok(attach_conv(out, self, w, bias, g, true))
+    }
+}
+
+fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: ConvGeom, transposed: bool) -> Tensor {
+    let record = || ConvBackward { x: x.detach(), w: w.detach(), geom, transposed, operands: 2 + bias.is_some() as usize };
+    match bias {
+        Some(b) => attach(out, &[x, w, b], record),
+        None => attach(out, &[x, w], record),
+    }
+}
+
+/// The record of conv2d (image → columns) and conv_transpose2d (columns → image).
+struct ConvBackward {
+    x: Tensor,
+    w: Tensor,
+    geom: ConvGeom,
+    transposed: bool,
+    /// 2, or 3 with a bias.
+    operands: usize,
+}
+
+impl Backward for ConvBackward {
+    fn name(&self) -> &'static str {
+        if self.transposed {
+            "conv_transpose2d"
+        } else {
+            "conv2d"
+        }
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        cx.fused(self.name())?;
+        let g = &self.geom;
+        let gy = gy.contiguous_data();
+        let (x, w) = (self.x.contiguous_data(), self.w.contiguous_data());
+        let mut out: Grads = SmallVec::from_elem(None, self.operands);
+        if cx.needs_grad(0) {
+            let mut gx = vec![0.0f32; self.x.numel()];
+            if self.transposed {
+                k::forward(g, gy.packed(), w.packed(), &mut gx);
+            } else {
+                k::backward_data(g, gy.packed(), w.packed(), &mut gx);
+            }
+            out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
+        }
+        if cx.needs_grad(1) {
+            // The weight gradient pairs the image side with the column side.
+            let (image, cols) = if self.transposed { (gy.packed(), x.packed()) } else { (x.packed(), gy.packed()) };
+            out[1] = Some(Tensor::from_parts(k::backward_weight(g, image, cols), self.w.shape()));
+        }
+        if cx.needs_grad(2) {
+            let (ch, spatial) = if self.transposed { (g.c, g.h * g.w) } else { (g.o, g.oh * g.ow) };
+            out[2] = Some(Tensor::from_parts(k::channel_sum(gy.packed(), ch, spatial), &[ch]));
+        }
+        Ok(out)
+    }
+
+    fn estimated_work(&self) -> usize {
+        4 * self.geom.macs()
+    }
+}

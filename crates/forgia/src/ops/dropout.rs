@@ -1,0 +1,61 @@
+//! Dropout with a mask that is a pure function of (seed, element index): the record keeps
+//! only the seed and `p`, and regenerates the mask in backward. Replaying a block with the
+//! same seed (checkpointing) gives bitwise identical values and gradients.
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::dropout as k;
+use crate::tensor::{Shape, Tensor};
+
+impl Tensor {
+    /// Zeroes each element with probability `p` and scales the rest by `1/(1-p)` (all zeros
+    /// when `p == 1`); the identity when `!train` or `p == 0`. Element `i` (row-major) is kept
+    /// iff `mix64(seed ^ mix64(i))`, read as a uniform in `[0, 1)`, is `>= p`.
+    ///
+    /// Backward: `gx = gy · mask / (1-p)`, the mask regenerated from the seed (differentiable).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `p` is outside `[0, 1]`.
+    pub fn dropout(&self, p: f32, seed: u64, train: bool) -> Result<Tensor> {
+        if !(0.0..=1.0).contains(&p) {
+            return fail(ErrorKind::InvalidArgument { op: "dropout", arg: "p", reason: format!("must be in [0, 1], got {p}") });
+        }
+        if !train || p == 0.0 {
+            return Ok(self.clone());
+        }
+        let scale = scale(p);
+        let y = self.with_data(|d| k::apply(Some(d), d.len(), seed, p, scale));
+        let out = Tensor::from_parts(y, self.shape());
+        Ok(attach(out, &[self], || DropoutBackward { seed, p, shape: self.shape().into() }))
+    }
+}
+
+fn scale(p: f32) -> f32 {
+    if p < 1.0 {
+        1.0 / (1.0 - p)
+    } else {
+        0.0
+    }
+}
+
+/// Keeps no mask: only the seed, `p` and the shape.
+struct DropoutBackward {
+    seed: u64,
+    p: f32,
+    shape: Shape,
+}
+
+impl Backward for DropoutBackward {
+    fn name(&self) -> &'static str {
+        "dropout"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let _ = cx;
+        let n = gy.numel();
+        let mask = Tensor::from_parts(k::apply(None, n, self.seed, self.p, scale(self.p)), &self.shape);
+        Ok(SmallVec::from_elem(Some(gy.mul(&mask)?), 1))
+    }
+}

@@ -1,0 +1,287 @@
+//! Normalization layers: layer_norm, rms_norm, group_norm and batch_norm (training statistics
+//! or running statistics). All share one record: forward saves the per-set mean and `rstd`,
+//! the backward is the fused formula `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` with
+//! `g = gy · weight` (`kernels/norm.rs`).
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::norm::{self as k, Sets};
+use crate::tensor::layout::numel;
+use crate::tensor::{Shape, Tensor};
+
+/// Running mean and variance of a batch-norm layer, updated outside the graph by
+/// [`Tensor::batch_norm`] in training mode, read in evaluation mode.
+#[derive(Clone)]
+pub struct RunningStats {
+    /// Per-channel running mean (a constant `[C]`), initially 0.
+    pub mean: Tensor,
+    /// Per-channel running unbiased variance (a constant `[C]`), initially 1.
+    pub var: Tensor,
+    /// Weight of the new batch in the update (PyTorch's default 0.1):
+    /// `running = (1 - momentum) · running + momentum · batch`.
+    pub momentum: f32,
+}
+
+impl RunningStats {
+    /// Fresh statistics for `channels` channels (mean 0, variance 1, momentum 0.1).
+    pub fn new(channels: usize) -> Self {
+        RunningStats { mean: Tensor::zeros(&[channels]), var: Tensor::ones(&[channels]), momentum: 0.1 }
+    }
+}
+
+/// One normalization: how elements form sets, and how the affine parameters index them.
+#[derive(Clone)]
+struct Spec {
+    op: &'static str,
+    sets: Sets,
+    rms: bool,
+    /// Element `e` uses affine parameter `(e / inner) % numel(param_shape)`.
+    inner: usize,
+    param_shape: Shape,
+}
+
+fn check_eps(op: &'static str, eps: f32) -> Result<()> {
+    if !(eps >= 0.0 && eps.is_finite()) {
+        return fail(ErrorKind::InvalidArgument { op, arg: "eps", reason: format!("must be finite and >= 0, got {eps}") });
+    }
+    Ok(())
+}
+
+fn check_param(op: &'static str, p: Option<&Tensor>, shape: &[usize]) -> Result<()> {
+    match p {
+        Some(t) if t.shape() != shape => fail(ErrorKind::ShapeMismatch { op, lhs: t.shape().to_vec(), rhs: shape.to_vec() }),
+        _ => Ok(()),
+    }
+}
+
+/// Normalizes with the statistics of `x` and attaches the shared record.
+fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Tensor>) -> Result<(Tensor, Vec<f32>)> {
+    check_eps(spec.op, eps)?;
+    check_param(spec.op, w, &spec.param_shape)?;
+    check_param(spec.op, b, &spec.param_shape)?;
+    if x.numel() == 0 {
+        return fail(ErrorKind::EmptyTensor { op: spec.op, shape: x.shape().to_vec() });
+    }
+    let xd = x.contiguous_data();
+    let (mean, var) = k::moments(&spec.sets, xd.packed(), spec.rms);
+    let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+    let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd);
+    let (wd, bd) = (w.map(Tensor::contiguous_data), b.map(Tensor::contiguous_data));
+    k::affine(&mut y, wd.as_ref().map(Tensor::packed), bd.as_ref().map(Tensor::packed), spec.inner);
+    let out = Tensor::from_parts(y, x.shape());
+    let record = || NormBackward {
+        x: xd.clone(),
+        mean: Arc::new(mean),
+        rstd: Arc::new(rstd),
+        spec: spec.clone(),
+        weight: wd.clone(),
+        has_bias: b.is_some(),
+    };
+    let inputs: SmallVec<[&Tensor; 3]> = [Some(x), w, b].into_iter().flatten().collect();
+    Ok((attach(out, &inputs, record), var))
+}
+
+impl Tensor {
+    /// Layer normalization over the last `normalized_shape.len()` axes (which must equal
+    /// `normalized_shape`): `y = (x - mean) / sqrt(var + eps) · weight + bias`, biased variance;
+    /// `weight` and `bias` (each optional) have shape `normalized_shape`.
+    ///
+    /// Backward (fused, saved mean/rstd): `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` with
+    /// `g = gy · weight`; `gweight = Σ gy · x̂`, `gbias = Σ gy` over the leading axes.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the trailing axes or the parameters do not match
+    /// `normalized_shape`; `InvalidArgument` for a negative or non-finite `eps`;
+    /// `EmptyTensor` for an empty input.
+    pub fn layer_norm(
+        &self,
+        normalized_shape: &[usize],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let r = normalized_shape.len();
+        if r == 0 || r > self.rank() || &self.shape()[self.rank() - r..] != normalized_shape {
+            let (lhs, rhs) = (self.shape().to_vec(), normalized_shape.to_vec());
+            return fail(ErrorKind::ShapeMismatch { op: "layer_norm", lhs, rhs });
+        }
+        let d = numel(normalized_shape);
+        let sets = Sets { chunk: d, count: self.numel() / d.max(1), len: self.numel() };
+        let spec = Spec { op: "layer_norm", sets, rms: false, inner: 1, param_shape: normalized_shape.into() };
+        Ok(normalize(self, spec, eps, weight, bias)?.0)
+    }
+
+    /// RMS normalization over the last axis: `y = x / sqrt(mean(x²) + eps) · weight`, with an
+    /// optional `weight` of shape `[D]`.
+    ///
+    /// Backward (fused): `gx = rstd · (g - x̂ · mean(g · x̂))`, `g = gy · weight`.
+    ///
+    /// # Errors
+    /// `RankMismatch` for a scalar; `ShapeMismatch` for a weight that is not `[D]`;
+    /// `InvalidArgument` for a bad `eps`; `EmptyTensor` for an empty input.
+    pub fn rms_norm(&self, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        if self.rank() == 0 {
+            return fail(ErrorKind::RankMismatch { op: "rms_norm", expected: "rank >= 1", shape: vec![] });
+        }
+        let d = self.shape()[self.rank() - 1];
+        let sets = Sets { chunk: d, count: self.numel() / d.max(1), len: self.numel() };
+        let spec = Spec { op: "rms_norm", sets, rms: true, inner: 1, param_shape: [d].as_slice().into() };
+        Ok(normalize(self, spec, eps, weight, None)?.0)
+    }
+
+    /// Group normalization of `x [N, C, *]`: the channels are split into `groups` groups and
+    /// each (sample, group) is normalized over its channels and spatial positions; optional
+    /// per-channel `weight` and `bias` `[C]`.
+    ///
+    /// Backward: as [`Tensor::layer_norm`] with one set per (sample, group).
+    ///
+    /// # Errors
+    /// `RankMismatch` below rank 2; `InvalidArgument` when `groups` is 0 or does not divide
+    /// `C`, or for a bad `eps`; `ShapeMismatch` for parameters that are not `[C]`.
+    pub fn group_norm(&self, groups: usize, weight: Option<&Tensor>, bias: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        let (n, c, s) = channels("group_norm", self)?;
+        if groups == 0 || c % groups != 0 {
+            let reason = format!("{groups} groups do not divide {c} channels");
+            return fail(ErrorKind::InvalidArgument { op: "group_norm", arg: "groups", reason });
+        }
+        let sets = Sets { chunk: c / groups * s, count: n * groups, len: self.numel() };
+        let spec = Spec { op: "group_norm", sets, rms: false, inner: s, param_shape: [c].as_slice().into() };
+        Ok(normalize(self, spec, eps, weight, bias)?.0)
+    }
+
+    /// Batch normalization of `x [N, C, *]` per channel.
+    ///
+    /// With `train`, normalizes with the batch statistics over `N` and the spatial axes (biased
+    /// variance) and updates `stats` outside the graph:
+    /// `mean ← (1-m)·mean + m·batch_mean`, `var ← (1-m)·var + m·batch_var·n/(n-1)`.
+    /// Without it, uses `stats` as constants: `y = (x - mean) / sqrt(var + eps) · weight + bias`
+    /// (composed of differentiable ops). Optional `weight`, `bias` are `[C]`.
+    ///
+    /// Backward in training mode: as [`Tensor::layer_norm`] with one set per channel.
+    ///
+    /// # Errors
+    /// `RankMismatch` below rank 2; `ShapeMismatch` when the parameters or the running
+    /// statistics are not `[C]`; `InvalidArgument` for a bad `eps`, or training on a single
+    /// value per channel.
+    pub fn batch_norm(
+        &self,
+        stats: &mut RunningStats,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        train: bool,
+        eps: f32,
+    ) -> Result<Tensor> {
+        const OP: &str = "batch_norm";
+        let (n, c, s) = channels(OP, self)?;
+        check_param(OP, Some(&stats.mean), &[c])?;
+        check_param(OP, Some(&stats.var), &[c])?;
+        if !train {
+            return batch_norm_eval(self, stats, weight, bias, eps);
+        }
+        let count = n * s;
+        if count < 2 {
+            let reason = format!("training needs more than one value per channel, got shape {:?}", self.shape());
+            return fail(ErrorKind::InvalidArgument { op: OP, arg: "x", reason });
+        }
+        let sets = Sets { chunk: s, count: c, len: self.numel() };
+        let spec = Spec { op: OP, sets, rms: false, inner: s, param_shape: [c].as_slice().into() };
+        let (y, var) = normalize(self, spec, eps, weight, bias)?;
+        let mean = self.detach().mean(mean_axes(self.rank()), false)?;
+        let m = stats.momentum;
+        let unbias = count as f32 / (count - 1) as f32;
+        let new_mean = stats.mean.with_data(|old| mean.with_data(|b| combine(old, b, m, 1.0)));
+        let new_var = stats.var.with_data(|old| combine(old, &var, m, unbias));
+        stats.mean = Tensor::from_parts(new_mean, &[c]);
+        stats.var = Tensor::from_parts(new_var, &[c]);
+        Ok(y)
+    }
+}
+
+fn combine(old: &[f32], batch: &[f32], m: f32, factor: f32) -> Vec<f32> {
+    old.iter().zip(batch).map(|(&o, &b)| (1.0 - m) * o + m * b * factor).collect()
+}
+
+fn mean_axes(rank: usize) -> Vec<usize> {
+    std::iter::once(0).chain(2..rank).collect()
+}
+
+/// `(N, C, spatial)` of a `[N, C, *]` tensor.
+fn channels(op: &'static str, x: &Tensor) -> Result<(usize, usize, usize)> {
+    if x.rank() < 2 {
+        return fail(ErrorKind::RankMismatch { op, expected: "rank >= 2 [N, C, *]", shape: x.shape().to_vec() });
+    }
+    Ok((x.shape()[0], x.shape()[1], numel(&x.shape()[2..])))
+}
+
+/// Evaluation-mode batch norm from differentiable ops (the statistics are constants).
+fn batch_norm_eval(x: &Tensor, stats: &RunningStats, w: Option<&Tensor>, b: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+    check_eps("batch_norm", eps)?;
+    let c = x.shape()[1];
+    let mut pshape = vec![1usize; x.rank()];
+    pshape[1] = c;
+    for p in [w, b].into_iter().flatten() {
+        check_param("batch_norm", Some(p), &[c])?;
+    }
+    let rstd = stats.var.with_data(|v| Tensor::from_parts(v.iter().map(|v| 1.0 / (v + eps).sqrt()).collect(), &pshape));
+    let mut y = x.sub(&stats.mean.reshape(&pshape)?)?.mul(&rstd)?;
+    if let Some(w) = w {
+        y = y.mul(&w.reshape(&pshape)?)?;
+    }
+    if let Some(b) = b {
+        y = y.add(&b.reshape(&pshape)?)?;
+    }
+    Ok(y)
+}
+
+/// The record of every normalization: saved input, per-set mean and rstd, and the weight.
+struct NormBackward {
+    x: Tensor,
+    mean: Arc<Vec<f32>>,
+    rstd: Arc<Vec<f32>>,
+    spec: Spec,
+    weight: Option<Tensor>,
+    has_bias: bool,
+}
+
+impl Backward for NormBackward {
+    fn name(&self) -> &'static str {
+        self.spec.op
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        cx.fused(self.spec.op)?;
+        let (s, inner) = (&self.spec.sets, self.spec.inner);
+        let count = numel(&self.spec.param_shape);
+        let gy = gy.contiguous_data();
+        let x = self.x.packed();
+        let w_slot = self.weight.is_some() as usize;
+        let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
+        if cx.needs_grad(0) {
+            let mut g = gy.packed().to_vec();
+            if let Some(w) = &self.weight {
+                k::affine(&mut g, Some(w.packed()), None, inner);
+            }
+            let gx = k::backward(s, x, &g, &self.mean, &self.rstd, self.spec.rms);
+            out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
+        }
+        if w_slot == 1 && cx.needs_grad(1) {
+            let mut xhat = k::normalize(s, x, &self.mean, &self.rstd);
+            for (h, &g) in xhat.iter_mut().zip(gy.packed()) {
+                *h *= g;
+            }
+            out[1] = Some(Tensor::from_parts(k::param_sums(&xhat, inner, count), &self.spec.param_shape));
+        }
+        if self.has_bias && cx.needs_grad(1 + w_slot) {
+            out[1 + w_slot] = Some(Tensor::from_parts(k::param_sums(gy.packed(), inner, count), &self.spec.param_shape));
+        }
+        Ok(out)
+    }
+
+    fn estimated_work(&self) -> usize {
+        8 * self.spec.sets.len
+    }
+}

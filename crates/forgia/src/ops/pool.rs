@@ -1,0 +1,136 @@
+//! Pooling and resizing over `[N, C, H, W]`: max_pool2d (gradient to the argmax),
+//! avg_pool2d (padding counted in the divisor), global average pooling, and nearest-neighbour
+//! upsampling (the last two composed from differentiable views and reductions).
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::pool::{self as k, PoolGeom};
+use crate::tensor::{Shape, Tensor};
+
+/// Checks a pooling's arguments and returns its geometry and the number of planes.
+fn geometry(
+    op: &'static str,
+    x: &Tensor,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+) -> Result<(PoolGeom, usize)> {
+    let &[n, c, h, w] = x.shape() else {
+        return fail(ErrorKind::RankMismatch { op, expected: "rank 4 [N, C, H, W]", shape: x.shape().to_vec() });
+    };
+    let invalid = |arg, reason: String| fail(ErrorKind::InvalidArgument { op, arg, reason });
+    if kernel.0 == 0 || kernel.1 == 0 {
+        return invalid("kernel", format!("must be at least 1, got {kernel:?}"));
+    }
+    if stride.0 == 0 || stride.1 == 0 {
+        return invalid("stride", format!("must be at least 1, got {stride:?}"));
+    }
+    if 2 * padding.0 > kernel.0 || 2 * padding.1 > kernel.1 {
+        return invalid("padding", format!("{padding:?} must be at most half the kernel {kernel:?}"));
+    }
+    if kernel.0 > h + 2 * padding.0 || kernel.1 > w + 2 * padding.1 {
+        return invalid("kernel", format!("kernel {kernel:?} is larger than the padded input {:?}", [h, w]));
+    }
+    let oh = (h + 2 * padding.0 - kernel.0) / stride.0 + 1;
+    let ow = (w + 2 * padding.1 - kernel.1) / stride.1 + 1;
+    Ok((PoolGeom { h, w, oh, ow, k: kernel, s: stride, p: padding }, n * c))
+}
+
+impl Tensor {
+    /// Max over `kernel` windows of `[N, C, H, W]` moved by `stride`, with implicit `-inf`
+    /// `padding` → `[N, C, OH, OW]`, `OH = (H + 2p - k)/s + 1`.
+    ///
+    /// Backward: each `gy` goes to its window's maximum (argmax indices are saved; ties go to
+    /// the first maximum).
+    ///
+    /// # Errors
+    /// `RankMismatch` for non rank-4 input; `InvalidArgument` for a zero kernel or stride,
+    /// padding above half the kernel, or a kernel larger than the padded input.
+    pub fn max_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize)) -> Result<Tensor> {
+        let (g, count) = geometry("max_pool2d", self, kernel, stride, padding)?;
+        let (y, arg) = self.with_data(|d| k::max_forward(&g, d, count));
+        let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
+        Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: Some(Arc::new(arg)), in_shape: self.shape().into() }))
+    }
+
+    /// Mean over `kernel` windows with zero `padding` counted in the divisor `kh·kw`
+    /// (PyTorch's `count_include_pad = true`).
+    ///
+    /// Backward: `gy / (kh·kw)` spread over each window.
+    ///
+    /// # Errors
+    /// As [`Tensor::max_pool2d`].
+    pub fn avg_pool2d(&self, kernel: (usize, usize), stride: (usize, usize), padding: (usize, usize)) -> Result<Tensor> {
+        let (g, count) = geometry("avg_pool2d", self, kernel, stride, padding)?;
+        let y = self.with_data(|d| k::avg_forward(&g, d, count));
+        let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
+        Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: None, in_shape: self.shape().into() }))
+    }
+
+    /// Global average pooling `[N, C, H, W]` → `[N, C, 1, 1]` (adaptive average pooling to
+    /// 1x1): a mean over the spatial axes, differentiable to any order.
+    ///
+    /// # Errors
+    /// `RankMismatch` for non rank-4 input; `EmptyTensor` for an empty plane.
+    pub fn adaptive_avg_pool2d_1x1(&self) -> Result<Tensor> {
+        if self.rank() != 4 {
+            let shape = self.shape().to_vec();
+            return fail(ErrorKind::RankMismatch { op: "adaptive_avg_pool2d_1x1", expected: "rank 4", shape });
+        }
+        self.mean([2, 3], true)
+    }
+
+    /// Nearest-neighbour upsampling by an integer `scale`: `[N, C, H, W]` → `[N, C, sH, sW]`,
+    /// each value repeated in an `s × s` block. Composed of views (unsqueeze, broadcast,
+    /// reshape), so the backward (block sums) is differentiable.
+    ///
+    /// # Errors
+    /// `RankMismatch` for non rank-4 input; `InvalidArgument` for a zero scale.
+    pub fn upsample_nearest2d(&self, scale: usize) -> Result<Tensor> {
+        let &[n, c, h, w] = self.shape() else {
+            let shape = self.shape().to_vec();
+            return fail(ErrorKind::RankMismatch { op: "upsample_nearest2d", expected: "rank 4", shape });
+        };
+        if scale == 0 {
+            let reason = "must be at least 1".into();
+            return fail(ErrorKind::InvalidArgument { op: "upsample_nearest2d", arg: "scale", reason });
+        }
+        self.reshape(&[n, c, h, 1, w, 1])?.broadcast_to(&[n, c, h, scale, w, scale])?.reshape(&[n, c, h * scale, w * scale])
+    }
+}
+
+/// The record of max and average pooling.
+struct PoolBackward {
+    geom: PoolGeom,
+    count: usize,
+    /// Argmax per output for max pooling; `None` for average pooling.
+    argmax: Option<Arc<Vec<u32>>>,
+    in_shape: Shape,
+}
+
+impl Backward for PoolBackward {
+    fn name(&self) -> &'static str {
+        if self.argmax.is_some() {
+            "max_pool2d"
+        } else {
+            "avg_pool2d"
+        }
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        cx.fused(self.name())?;
+        let gx = gy.with_data(|g| match &self.argmax {
+            Some(arg) => k::max_backward(&self.geom, g, arg, self.count),
+            None => k::avg_backward(&self.geom, g, self.count),
+        });
+        Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, &self.in_shape)), 1))
+    }
+
+    fn estimated_work(&self) -> usize {
+        self.count * self.geom.oh * self.geom.ow * self.geom.k.0 * self.geom.k.1
+    }
+}

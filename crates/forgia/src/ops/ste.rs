@@ -1,0 +1,80 @@
+//! Straight-through estimators: a ternary-weight matmul whose backward treats the
+//! quantization as the identity for the weight.
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::tensor::Tensor;
+
+/// Per-row ternary quantization: `s = mean(|w_row|)`, `q = clamp(round(w / s), -1, 1)`,
+/// `w_q = s · q` (a zero row stays zero).
+fn ternary(w: &[f32], cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; w.len()];
+    for (o, row) in out.chunks_mut(cols.max(1)).zip(w.chunks(cols.max(1))) {
+        let s = row.iter().map(|v| v.abs()).sum::<f32>() / cols as f32;
+        if s > 0.0 {
+            for (o, &v) in o.iter_mut().zip(row) {
+                *o = s * (v / s).round_ties_even().clamp(-1.0, 1.0);
+            }
+        }
+    }
+    out
+}
+
+impl Tensor {
+    /// `y = x · w_qᵀ` for `x [.., in]` and `w [out, in]`, where `w_q` is `w` quantized per
+    /// row to `{-s, 0, s}` with `s = mean(|w_row|)` (BitNet-style ternary weights).
+    ///
+    /// Backward (straight-through): `gx = gy · w_q` through the quantized weight, and
+    /// `gw = gyᵀ · x` as if the weight were not quantized (summed over the leading axes).
+    /// Both are matmuls, so the backward is differentiable.
+    ///
+    /// # Errors
+    /// `RankMismatch` when `x` is a scalar or `w` is not rank 2; `ShapeMismatch` when the
+    /// inner sizes differ.
+    pub fn ternary_ste_matmul(&self, w: &Tensor) -> Result<Tensor> {
+        const OP: &str = "ternary_ste_matmul";
+        if w.rank() != 2 || self.rank() == 0 {
+            let shape = if w.rank() != 2 { w.shape() } else { self.shape() };
+            return fail(ErrorKind::RankMismatch { op: OP, expected: "x rank >= 1 and w rank 2", shape: shape.to_vec() });
+        }
+        if self.shape()[self.rank() - 1] != w.shape()[1] {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
+        }
+        let wq = w.with_data(|d| Tensor::from_parts(ternary(d, w.shape()[1]), w.shape()));
+        let y = self.detach().matmul(&wq.transpose(0, 1)?)?;
+        Ok(attach(y, &[self, w], || SteBackward { x: self.detach(), wq }))
+    }
+}
+
+struct SteBackward {
+    x: Tensor,
+    /// The quantized weight (a constant: its dependence on `w` is passed straight through).
+    wq: Tensor,
+}
+
+impl Backward for SteBackward {
+    fn name(&self) -> &'static str {
+        "ternary_ste_matmul"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        if cx.needs_grad(0) {
+            out[0] = Some(gy.matmul(&self.wq)?);
+        }
+        if cx.needs_grad(1) {
+            let x = cx.input(0, &self.x);
+            let (o, i) = (self.wq.shape()[0], self.wq.shape()[1]);
+            let g2 = gy.reshape(&[gy.numel() / o.max(1), o])?;
+            let x2 = x.reshape(&[x.numel() / i.max(1), i])?;
+            out[1] = Some(g2.transpose(0, 1)?.matmul(&x2)?);
+        }
+        Ok(out)
+    }
+
+    fn estimated_work(&self) -> usize {
+        4 * self.x.numel() * self.wq.shape()[0]
+    }
+}

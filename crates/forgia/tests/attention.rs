@@ -1,0 +1,134 @@
+//! Attention and rotary embeddings: literal values, gradcheck (causal, masks, non-contiguous),
+//! JAX goldens and named errors.
+
+mod common;
+
+use common::golden;
+use forgia::{gradcheck, AttentionOptions, ErrorKind, GradcheckOptions, Rng, Tensor};
+
+fn var(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).into_variable()
+}
+
+fn check(f: impl Fn(&[Tensor]) -> forgia::Result<Tensor>, xs: &[Tensor], what: &str) {
+    let r = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
+    assert!(r.passed(), "{what}: {:?}", r.first_mismatch);
+}
+
+#[test]
+fn attention_with_equal_scores_averages_the_values() {
+    // q = 0 gives equal scores: every output row is the mean of v; dv = gy / Sk per key.
+    let q = Tensor::zeros(&[1, 1, 2, 2]);
+    let k = Tensor::ones(&[1, 1, 3, 2]);
+    let v = Tensor::variable(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[1, 1, 3, 2]).unwrap();
+    let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions::default()).unwrap();
+    assert_eq!(y.to_vec(), vec![3.0, 4.0, 3.0, 4.0]);
+    y.sum_all().backward().unwrap();
+    assert!(v.grad().unwrap().to_vec().iter().all(|g| (g - 2.0 / 3.0).abs() < 1e-6));
+}
+
+#[test]
+fn causal_attention_lets_the_first_query_see_only_the_first_key() {
+    let q = var(&[1, 1, 3, 2], 1);
+    let k = var(&[1, 1, 3, 2], 2);
+    let v = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[1, 1, 3, 2]).unwrap();
+    let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions { causal: true, ..Default::default() }).unwrap();
+    assert_eq!(&y.to_vec()[..2], &[1.0, 2.0]);
+}
+
+#[test]
+fn attention_gradients_pass_gradcheck() {
+    let (q, k, v) = (var(&[2, 2, 3, 4], 3), var(&[2, 2, 5, 4], 4), var(&[2, 2, 5, 3], 5));
+    let qkv = [q.clone(), k.clone(), v.clone()];
+    check(|x| x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions::default()), &qkv, "plain");
+    let causal = AttentionOptions { causal: true, scale: Some(0.7), ..Default::default() };
+    check(|x| x[0].scaled_dot_product_attention(&x[1], &x[2], causal), &qkv, "causal");
+    // A broadcast mask [Sq, Sk] and a per-head mask [1, 2, 1, Sk], both differentiable.
+    for (i, shape) in [vec![3, 5], vec![1, 2, 1, 5]].into_iter().enumerate() {
+        let m = var(&shape, 6 + i as u64);
+        let inputs = [q.clone(), k.clone(), v.clone(), m];
+        check(
+            |x| x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions { mask: Some(&x[3]), ..Default::default() }),
+            &inputs,
+            &format!("mask {shape:?}"),
+        );
+    }
+    // Non-contiguous operands: q from a transposed [B, S, H, D] layout.
+    let qt = var(&[2, 3, 2, 4], 9);
+    check(
+        |x| x[0].transpose(1, 2)?.scaled_dot_product_attention(&x[1], &x[2], AttentionOptions::default()),
+        &[qt, k, v],
+        "transposed q",
+    );
+}
+
+#[test]
+fn rope_rotates_the_second_position_by_its_angle() {
+    // D = 2: one frequency (1). Position 1 rotates (1, 0) by 1 radian; position 0 is unchanged.
+    let x = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0], &[1, 1, 2, 2]).unwrap();
+    let y = x.rope(10000.0).unwrap().to_vec();
+    assert_eq!(&y[..2], &[1.0, 0.0]);
+    assert!((y[2] - 1f32.cos()).abs() < 1e-6 && (y[3] - 1f32.sin()).abs() < 1e-6);
+}
+
+#[test]
+fn rope_gradients_pass_gradcheck_and_invert_exactly() {
+    let x = var(&[2, 2, 5, 6], 10);
+    check(|v| v[0].rope(100.0), &[x.clone()], "rope");
+    check(|v| v[0].transpose(1, 2)?.rope(10.0), &[x.clone()], "rope transposed");
+    // The gradient of <rope(x), c> is the inverse rotation of c: rotating it forward gives c.
+    let c = Tensor::randn(&[2, 2, 5, 6], 0.0, 1.0, &mut Rng::new(11));
+    let y = x.rope(100.0).unwrap();
+    y.backward_with_grad(&c).unwrap();
+    let back = x.grad().unwrap().rope(100.0).unwrap().to_vec();
+    assert!(back.iter().zip(c.to_vec()).all(|(a, b)| (a - b).abs() < 1e-5));
+}
+
+#[test]
+fn attention_and_rope_match_the_jax_goldens() {
+    let cases: Vec<_> = golden::load("nn")
+        .into_iter()
+        .filter(|c| c.op == "scaled_dot_product_attention" || c.op == "rope")
+        .collect();
+    assert_eq!(cases.len(), 7);
+    for case in &cases {
+        let v: Vec<Tensor> = case.inputs.iter().map(|t| t.clone().into_variable()).collect();
+        let y = if case.op == "rope" {
+            v[0].rope(case.attrs["base"].as_f64().unwrap() as f32)
+        } else {
+            let opts = AttentionOptions {
+                causal: case.attrs["causal"].as_bool().unwrap(),
+                mask: v.get(3),
+                scale: Some(case.attrs["scale"].as_f64().unwrap() as f32),
+            };
+            v[0].scaled_dot_product_attention(&v[1], &v[2], opts)
+        }
+        .unwrap();
+        golden::assert_close(&y, case.output.as_ref().unwrap(), 1e-5, &case.name);
+        y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
+        for (i, (t, g)) in v.iter().zip(&case.grads).enumerate() {
+            if let Some(g) = g {
+                golden::assert_close(&t.grad().unwrap(), g, 1e-5, &format!("{} grad {i}", case.name));
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_attention_and_rope_inputs_are_named_errors() {
+    let q = Tensor::zeros(&[1, 2, 3, 4]);
+    let kind = |r: forgia::Result<Tensor>| r.unwrap_err().into_kind();
+    let sdpa = |k: &Tensor, v: &Tensor, o: AttentionOptions| q.scaled_dot_product_attention(k, v, o);
+    let bad_mask = Tensor::zeros(&[2, 3]);
+    let opts = AttentionOptions { mask: Some(&bad_mask), ..Default::default() };
+    assert!(matches!(kind(sdpa(&q, &q, opts)), ErrorKind::ShapeMismatch { .. }));
+    let too_big = Tensor::zeros(&[1, 1, 2, 3, 3]);
+    let opts = AttentionOptions { mask: Some(&too_big), ..Default::default() };
+    assert!(matches!(kind(sdpa(&q, &q, opts)), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(kind(sdpa(&Tensor::zeros(&[1, 2, 3, 5]), &q, Default::default())), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(kind(sdpa(&q, &Tensor::zeros(&[1, 2, 4, 4]), Default::default())), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(kind(sdpa(&Tensor::zeros(&[2, 3, 4]), &q, Default::default())), ErrorKind::RankMismatch { .. }));
+    assert!(matches!(kind(Tensor::zeros(&[1, 1, 2, 3]).rope(10000.0)), ErrorKind::InvalidArgument { arg: "x", .. }));
+    assert!(matches!(kind(q.rope(-1.0)), ErrorKind::InvalidArgument { arg: "base", .. }));
+    assert!(matches!(kind(Tensor::zeros(&[4]).rope(10.0)), ErrorKind::RankMismatch { .. }));
+}

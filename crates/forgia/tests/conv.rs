@@ -1,0 +1,191 @@
+//! Convolutions: literal values, gradcheck over strides/padding/dilation/groups, JAX goldens,
+//! and named errors for bad input.
+
+mod common;
+
+use common::golden;
+use forgia::{gradcheck, Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, ErrorKind, GradcheckOptions, Rng, Tensor};
+
+fn var(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).into_variable()
+}
+
+fn check(f: impl Fn(&[Tensor]) -> forgia::Result<Tensor>, xs: &[Tensor], what: &str) {
+    let r = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
+    assert!(r.passed(), "{what}: {:?}", r.first_mismatch);
+}
+
+#[test]
+fn conv2d_of_a_single_tap_kernel_scales_the_image() {
+    // y = 2x + 1, so dy/dx = 2 everywhere, dy/dw = Σx, dy/db = count.
+    let x = Tensor::variable(vec![1.0, 2.0, 3.0, 4.0], &[1, 1, 2, 2]).unwrap();
+    let w = Tensor::variable(vec![2.0], &[1, 1, 1, 1]).unwrap();
+    let b = Tensor::variable(vec![1.0], &[1]).unwrap();
+    let y = x.conv2d(&w, Some(&b), Conv2dOptions::default()).unwrap();
+    assert_eq!(y.to_vec(), vec![3.0, 5.0, 7.0, 9.0]);
+    y.sum_all().backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![2.0; 4]);
+    assert_eq!(w.grad().unwrap().to_vec(), vec![10.0]);
+    assert_eq!(b.grad().unwrap().to_vec(), vec![4.0]);
+}
+
+#[test]
+fn conv2d_sums_a_3x3_window() {
+    // A ones kernel over a 3x3 image of 1..9 with padding 1: the centre sees all nine.
+    let x = Tensor::from_vec((1..=9).map(|v| v as f32).collect(), &[1, 1, 3, 3]).unwrap();
+    let w = Tensor::ones(&[1, 1, 3, 3]);
+    let opts = Conv2dOptions { padding: (1, 1), ..Default::default() };
+    let y = x.conv2d(&w, None, opts).unwrap();
+    assert_eq!(y.to_vec(), vec![12.0, 21.0, 16.0, 27.0, 45.0, 33.0, 24.0, 39.0, 28.0]);
+}
+
+#[test]
+fn conv2d_gradients_pass_gradcheck_across_configurations() {
+    let configs = [
+        ((2, 2, 5, 5), (3, 2, 3, 3), Conv2dOptions::default()),
+        ((2, 2, 6, 5), (2, 2, 3, 2), Conv2dOptions { stride: (2, 1), padding: (1, 2), ..Default::default() }),
+        ((1, 2, 7, 7), (2, 2, 3, 3), Conv2dOptions { dilation: (2, 2), padding: (1, 1), ..Default::default() }),
+        ((2, 4, 4, 4), (6, 2, 3, 3), Conv2dOptions { groups: 2, padding: (1, 1), ..Default::default() }),
+        ((2, 3, 4, 4), (6, 1, 2, 2), Conv2dOptions { groups: 3, stride: (2, 2), ..Default::default() }),
+        ((2, 3, 3, 3), (4, 3, 1, 1), Conv2dOptions::default()),
+    ];
+    for (i, (xs, ws, opts)) in configs.into_iter().enumerate() {
+        let x = var(&[xs.0, xs.1, xs.2, xs.3], i as u64);
+        let w = var(&[ws.0, ws.1, ws.2, ws.3], 100 + i as u64);
+        let b = var(&[ws.0], 200 + i as u64);
+        check(|v| v[0].conv2d(&v[1], Some(&v[2]), opts), &[x, w, b], &format!("config {i}"));
+    }
+}
+
+#[test]
+fn conv2d_accepts_non_contiguous_inputs() {
+    // A transposed image and a sliced weight.
+    let x = var(&[1, 2, 5, 4], 1);
+    let w = var(&[4, 2, 3, 3], 2);
+    check(
+        |v| {
+            let xt = v[0].transpose(2, 3)?;
+            let ws = v[1].slice(0, 0, 4, 2)?;
+            xt.conv2d(&ws, None, Conv2dOptions { padding: (1, 0), ..Default::default() })
+        },
+        &[x, w],
+        "strided",
+    );
+}
+
+#[test]
+fn conv2d_computes_only_the_gradients_that_are_needed() {
+    let x = Tensor::randn(&[1, 1, 4, 4], 0.0, 1.0, &mut Rng::new(3)); // constant
+    let w = var(&[2, 1, 3, 3], 4);
+    x.conv2d(&w, None, Conv2dOptions::default()).unwrap().sum_all().backward().unwrap();
+    assert!(x.grad().is_none() && w.grad().is_some());
+}
+
+#[test]
+fn conv1d_gradients_pass_gradcheck() {
+    let x = var(&[2, 4, 9], 5);
+    let w = var(&[4, 2, 3], 6);
+    let b = var(&[4], 7);
+    let opts = Conv1dOptions { stride: 2, padding: 2, dilation: 2, groups: 2 };
+    check(|v| v[0].conv1d(&v[1], Some(&v[2]), opts), &[x, w, b], "conv1d");
+}
+
+#[test]
+fn conv_transpose2d_gradients_pass_gradcheck() {
+    let configs = [
+        ((1, 2, 3, 3), (2, 3, 3, 3), ConvTranspose2dOptions { stride: (2, 2), padding: (1, 1), ..Default::default() }),
+        (
+            (2, 2, 3, 2),
+            (2, 2, 3, 2),
+            ConvTranspose2dOptions { stride: (2, 3), padding: (1, 0), output_padding: (1, 2), ..Default::default() },
+        ),
+        ((1, 4, 2, 2), (4, 1, 2, 2), ConvTranspose2dOptions { groups: 2, dilation: (2, 1), ..Default::default() }),
+    ];
+    for (i, (xs, ws, opts)) in configs.into_iter().enumerate() {
+        let x = var(&[xs.0, xs.1, xs.2, xs.3], 10 + i as u64);
+        let w = var(&[ws.0, ws.1, ws.2, ws.3], 20 + i as u64);
+        let b = var(&[ws.1 * opts.groups], 30 + i as u64);
+        check(|v| v[0].conv_transpose2d(&v[1], Some(&v[2]), opts), &[x, w, b], &format!("transpose {i}"));
+    }
+}
+
+fn golden_conv(case: &golden::Case, v: &[Tensor]) -> forgia::Result<Tensor> {
+    let a = &case.attrs;
+    let int = |k: &str| a[k].as_u64().unwrap_or(0) as usize;
+    let bias = v.get(2);
+    match case.op.as_str() {
+        "conv1d" => v[0].conv1d(
+            &v[1],
+            bias,
+            Conv1dOptions { stride: int("stride"), padding: int("padding"), dilation: int("dilation"), groups: int("groups") },
+        ),
+        "conv2d" => {
+            let p = |k: &str| (int(k), int(k));
+            v[0].conv2d(
+                &v[1],
+                bias,
+                Conv2dOptions { stride: p("stride"), padding: p("padding"), dilation: p("dilation"), groups: int("groups") },
+            )
+        }
+        _ => {
+            let p = |k: &str| (int(k), int(k));
+            let opts = ConvTranspose2dOptions {
+                stride: p("stride"),
+                padding: p("padding"),
+                output_padding: p("output_padding"),
+                ..Default::default()
+            };
+            v[0].conv_transpose2d(&v[1], bias, opts)
+        }
+    }
+}
+
+#[test]
+fn convolutions_match_the_jax_goldens() {
+    let cases: Vec<_> =
+        golden::load("nn").into_iter().filter(|c| c.op.starts_with("conv")).collect();
+    assert_eq!(cases.len(), 12);
+    for case in &cases {
+        let vars: Vec<Tensor> = case.inputs.iter().map(|t| t.clone().into_variable()).collect();
+        let y = golden_conv(case, &vars).unwrap();
+        golden::assert_close(&y, case.output.as_ref().unwrap(), 1e-5, &case.name);
+        y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
+        for (i, (v, g)) in vars.iter().zip(&case.grads).enumerate() {
+            if let Some(g) = g {
+                golden::assert_close(&v.grad().unwrap(), g, 1e-5, &format!("{} grad {i}", case.name));
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_convolution_inputs_are_named_errors() {
+    let x = Tensor::zeros(&[1, 4, 5, 5]);
+    let kind = |r: forgia::Result<Tensor>| r.unwrap_err().into_kind();
+    // Kernel larger than the padded input.
+    let big = Tensor::zeros(&[2, 4, 8, 8]);
+    assert!(matches!(kind(x.conv2d(&big, None, Conv2dOptions::default())), ErrorKind::InvalidArgument { arg: "kernel", .. }));
+    // Channels not divisible by groups.
+    let w = Tensor::zeros(&[3, 2, 3, 3]);
+    let g3 = Conv2dOptions { groups: 3, ..Default::default() };
+    assert!(matches!(kind(x.conv2d(&w, None, g3)), ErrorKind::InvalidArgument { arg: "groups", .. }));
+    // Weight channels that do not match, a wrong bias, a wrong rank, a zero stride.
+    let w = Tensor::zeros(&[2, 3, 3, 3]);
+    assert!(matches!(kind(x.conv2d(&w, None, Conv2dOptions::default())), ErrorKind::ShapeMismatch { .. }));
+    let w = Tensor::zeros(&[2, 4, 3, 3]);
+    let b = Tensor::zeros(&[3]);
+    assert!(matches!(kind(x.conv2d(&w, Some(&b), Conv2dOptions::default())), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(kind(Tensor::zeros(&[4, 5, 5]).conv2d(&w, None, Conv2dOptions::default())), ErrorKind::RankMismatch { .. }));
+    let s0 = Conv2dOptions { stride: (0, 1), ..Default::default() };
+    assert!(matches!(kind(x.conv2d(&w, None, s0)), ErrorKind::InvalidArgument { arg: "stride", .. }));
+    // conv1d: rank and kernel size.
+    let x1 = Tensor::zeros(&[1, 2, 3]);
+    assert!(matches!(kind(x1.conv1d(&Tensor::zeros(&[1, 2, 4]), None, Conv1dOptions::default())), ErrorKind::InvalidArgument { .. }));
+    assert!(matches!(kind(x1.conv1d(&w, None, Conv1dOptions::default())), ErrorKind::RankMismatch { .. }));
+    // conv_transpose2d: output padding not below the stride, groups not dividing.
+    let wt = Tensor::zeros(&[4, 2, 3, 3]);
+    let bad_op = ConvTranspose2dOptions { output_padding: (1, 1), ..Default::default() };
+    assert!(matches!(kind(x.conv_transpose2d(&wt, None, bad_op)), ErrorKind::InvalidArgument { arg: "output_padding", .. }));
+    let g3 = ConvTranspose2dOptions { groups: 3, ..Default::default() };
+    assert!(matches!(kind(x.conv_transpose2d(&wt, None, g3)), ErrorKind::InvalidArgument { arg: "groups", .. }));
+}
