@@ -109,6 +109,62 @@ pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse:
     out
 }
 
+/// `Σ_r (x[o, r, i] - mean)² / denom` per `(o, i)`, two passes (mean first) for accuracy.
+pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32) -> Vec<f32> {
+    let mean = sum(x, outer, red, inner);
+    let inv_n = 1.0 / red as f32;
+    let mut acc = vec![0.0f32; outer * inner];
+    for o in 0..outer {
+        for r in 0..red {
+            let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
+            for i in 0..inner {
+                let d = row[i] - mean[o * inner + i] * inv_n;
+                acc[o * inner + i] += d * d;
+            }
+        }
+    }
+    acc.iter_mut().for_each(|v| *v /= denom);
+    acc
+}
+
+/// `log Σ_r exp(x[o, r, i])`, shifted by the (finite) maximum so nothing overflows.
+pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
+    let (maxes, _) = extremum(x, outer, red, inner, true);
+    let shift: Vec<f32> = maxes.iter().map(|&m| if m.is_finite() { m } else { 0.0 }).collect();
+    let mut acc = vec![0.0f32; outer * inner];
+    for o in 0..outer {
+        for r in 0..red {
+            let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
+            for i in 0..inner {
+                acc[o * inner + i] += (row[i] - shift[o * inner + i]).exp();
+            }
+        }
+    }
+    acc.iter().zip(&shift).map(|(&s, &m)| s.ln() + m).collect()
+}
+
+/// `out[o, r, i] = Π_{r' ≠ r} x[o, r', i]`: the product of every other element, from a
+/// prefix and a suffix pass (no division, so zeros are handled exactly).
+pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
+    let mut out = vec![1.0f32; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |r: usize| (o * red + r) * inner + i;
+            let mut prefix = 1.0f32;
+            for r in 0..red {
+                out[at(r)] = prefix;
+                prefix *= x[at(r)];
+            }
+            let mut suffix = 1.0f32;
+            for r in (0..red).rev() {
+                out[at(r)] *= suffix;
+                suffix *= x[at(r)];
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +179,9 @@ mod tests {
         assert_eq!((v, a), (vec![3.0], vec![1]));
         assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, false), vec![1.0, 3.0, 6.0]);
         assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, true), vec![6.0, 5.0, 3.0]);
+        assert_eq!(prod_exclusive(&[2.0, 0.0, 3.0], 1, 3, 1), vec![0.0, 6.0, 0.0]);
+        assert_eq!(var(&[1.0, 3.0], 1, 2, 1, 1.0), vec![2.0]);
+        let lse = logsumexp(&[1000.0, 1000.0], 1, 2, 1)[0];
+        assert!((lse - (1000.0 + 2f32.ln())).abs() < 1e-3);
     }
 }

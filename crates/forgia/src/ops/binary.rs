@@ -12,7 +12,7 @@ use crate::tensor::{Names, Shape, Tensor};
 
 /// Output names of a broadcasting op: the names of an operand of full rank; an error when two
 /// named operands disagree.
-fn broadcast_names(op: &'static str, a: &Tensor, b: &Tensor, rank: usize) -> Result<Option<Names>> {
+pub(crate) fn broadcast_names(op: &'static str, a: &Tensor, b: &Tensor, rank: usize) -> Result<Option<Names>> {
     match (&a.names, &b.names) {
         (Some(na), Some(nb)) if a.rank() == b.rank() && na != nb => {
             fail(ErrorKind::AxisNameMismatch { op, lhs: na.to_vec(), rhs: nb.to_vec() })
@@ -90,23 +90,76 @@ impl Tensor {
         Ok(attach(out, &[self, other], || DivBackward { a: self.detach(), b: other.detach() }))
     }
 
+    /// `a ^ b` elementwise with broadcasting (IEEE `powf`).
+    ///
+    /// Backward: `ga = sum_to(gy * b * a^(b-1), a.shape)`,
+    /// `gb = sum_to(gy * y * ln a, b.shape)`, with `ln a` taken as 0 where `a == 0` (so the
+    /// exponent's gradient is 0 there, as in torch).
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("pow", self, exponent, f32::powf)?;
+        let y = out.detach();
+        Ok(attach(out, &[self, exponent], || PowBackward { a: self.detach(), b: exponent.detach(), y }))
+    }
+
+    /// The elementwise maximum with broadcasting; NaN propagates.
+    ///
+    /// Backward: `gy` goes to the larger operand; ties split it evenly (`gy/2` each).
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("maximum", self, other, |a, b| if a > b || a.is_nan() { a } else { b })?;
+        Ok(attach(out, &[self, other], || ExtremeBackward { a: self.detach(), b: other.detach(), max: true }))
+    }
+
+    /// The elementwise minimum with broadcasting; NaN propagates.
+    ///
+    /// Backward: `gy` goes to the smaller operand; ties split it evenly (`gy/2` each).
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast.
+    pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
+        let out = broadcast_map("minimum", self, other, |a, b| if a < b || a.is_nan() { a } else { b })?;
+        Ok(attach(out, &[self, other], || ExtremeBackward { a: self.detach(), b: other.detach(), max: false }))
+    }
+
     /// `s * x`.
     ///
     /// Backward: `gx = s * gy`.
     pub fn scale(&self, s: f32) -> Tensor {
-        let out = self.with_data(|x| Tensor::from_parts(pointwise::map(x, |v| v * s), self.shape()));
-        let out = Tensor { names: self.names.clone(), ..out };
-        attach(out, &[self], || ScaleBackward { s })
+        scalar_map(self, |v| v * s, s)
     }
 
     /// `x + s`.
     ///
     /// Backward: `gx = gy`.
     pub fn add_scalar(&self, s: f32) -> Tensor {
-        let out = self.with_data(|x| Tensor::from_parts(pointwise::map(x, |v| v + s), self.shape()));
-        let out = Tensor { names: self.names.clone(), ..out };
-        attach(out, &[self], || ScaleBackward { s: 1.0 })
+        scalar_map(self, |v| v + s, 1.0)
     }
+
+    /// `x - s`.
+    ///
+    /// Backward: `gx = gy`.
+    pub fn sub_scalar(&self, s: f32) -> Tensor {
+        scalar_map(self, |v| v - s, 1.0)
+    }
+
+    /// `x / s` (IEEE: dividing by 0 gives ±∞ or NaN).
+    ///
+    /// Backward: `gx = gy / s`.
+    pub fn div_scalar(&self, s: f32) -> Tensor {
+        scalar_map(self, |v| v / s, 1.0 / s)
+    }
+}
+
+/// `f(x)` elementwise for an affine `f` whose slope is `slope`; names carried over.
+fn scalar_map(x: &Tensor, f: impl Fn(f32) -> f32 + Sync, slope: f32) -> Tensor {
+    let out = x.with_data(|d| Tensor::from_parts(pointwise::map(d, f), x.shape()));
+    let out = Tensor { names: x.names.clone(), ..out };
+    attach(out, &[x], || ScaleBackward { s: slope })
 }
 
 struct AddBackward {
@@ -195,5 +248,75 @@ impl Backward for ScaleBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
         Ok(SmallVec::from_elem(Some(if self.s == 1.0 { gy.clone() } else { gy.scale(self.s) }), 1))
+    }
+}
+
+struct PowBackward {
+    a: Tensor,
+    b: Tensor,
+    y: Tensor,
+}
+
+impl Backward for PowBackward {
+    fn name(&self) -> &'static str {
+        "pow"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
+        if cx.needs_grad(0) {
+            let g = gy.mul(&b)?.mul(&a.pow(&b.add_scalar(-1.0))?)?;
+            out[0] = Some(sum_to_shape(&g, self.a.shape())?);
+        }
+        if cx.needs_grad(1) {
+            // ln a with a == 0 replaced by 1, so 0^b contributes no exponent gradient.
+            let zero = self.a.with_data(|d| Tensor::from_parts(pointwise::map(d, |v| f32::from(v == 0.0)), a.shape()));
+            let log_a = a.masked_fill(&zero, 1.0)?.log();
+            let g = gy.mul(&cx.output(&self.y))?.mul(&log_a)?;
+            out[1] = Some(sum_to_shape(&g, self.b.shape())?);
+        }
+        Ok(out)
+    }
+}
+
+struct ExtremeBackward {
+    a: Tensor,
+    b: Tensor,
+    max: bool,
+}
+
+impl Backward for ExtremeBackward {
+    fn name(&self) -> &'static str {
+        if self.max {
+            "maximum"
+        } else {
+            "minimum"
+        }
+    }
+
+    /// `ga = sum_to(gy * wa)`, `gb = sum_to(gy * (1 - wa))`, where the constant weight `wa` is
+    /// 1 where `a` wins, ½ on ties, 0 where `b` wins.
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let max = self.max;
+        let wa = broadcast_map(self.name(), &self.a, &self.b, |a, b| {
+            let a_wins = if max { a > b } else { a < b };
+            if a_wins || a.is_nan() {
+                1.0
+            } else if a == b {
+                0.5
+            } else {
+                0.0
+            }
+        })?;
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        if cx.needs_grad(0) {
+            out[0] = Some(sum_to_shape(&gy.mul(&wa)?, self.a.shape())?);
+        }
+        if cx.needs_grad(1) {
+            let wb = wa.neg().add_scalar(1.0);
+            out[1] = Some(sum_to_shape(&gy.mul(&wb)?, self.b.shape())?);
+        }
+        Ok(out)
     }
 }

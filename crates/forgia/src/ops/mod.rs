@@ -2,6 +2,7 @@
 //! its documented backward formula and its record sit together.
 
 pub(crate) mod attention;
+pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod einsum;
 pub(crate) mod index;
@@ -15,10 +16,13 @@ pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod rope;
+mod operators;
+pub(crate) mod reduce_ext;
 pub(crate) mod shape;
 pub(crate) mod softmax;
 pub(crate) mod ste;
 pub(crate) mod unary;
+pub(crate) mod where_;
 
 use crate::error::Result;
 use crate::tensor::Tensor;

@@ -1,4 +1,6 @@
-//! Reductions over any set of axes, with or without kept dimensions.
+//! Reductions over any set of axes, with or without kept dimensions: sum and mean, and the
+//! extrema (max/min over one axis or all elements, argmax/argmin). Statistics and scans
+//! (var, logsumexp, prod, cumsum) are in `reduce_ext.rs`.
 
 use smallvec::SmallVec;
 
@@ -6,7 +8,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axes, Shape, Tensor};
+use crate::tensor::{Axes, Axis, Shape, Tensor};
 
 /// A reduction laid out for the kernels: the input packed as `[outer, red, inner]`.
 pub(crate) struct Plan {
@@ -116,6 +118,137 @@ impl Tensor {
     }
 }
 
+/// The gradient of a reduction broadcast back to the input: `gy` reshaped to the kept shape
+/// (reduced axes as 1), then broadcast to `in_shape`. A free view; differentiable.
+pub(crate) fn expand_reduced(gy: &Tensor, kept: &[usize], in_shape: &[usize]) -> Result<Tensor> {
+    let g =
+        if kept.is_empty() && !in_shape.is_empty() { gy.reshape(&vec![1; in_shape.len()])? } else { gy.reshape(kept)? };
+    g.broadcast_to(in_shape)
+}
+
+impl Tensor {
+    /// The maximum over one axis. NaN propagates.
+    ///
+    /// Backward: `gy` flows to the first position of the maximum (`gx` is 0 elsewhere).
+    ///
+    /// # Errors
+    /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis; `EmptyTensor` when the axis has
+    /// size 0.
+    pub fn max(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        self.extremum("max", axis.into(), keepdim, true)
+    }
+
+    /// The minimum over one axis. NaN propagates.
+    ///
+    /// Backward: `gy` flows to the first position of the minimum.
+    ///
+    /// # Errors
+    /// As [`Tensor::max`].
+    pub fn min(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        self.extremum("min", axis.into(), keepdim, false)
+    }
+
+    /// The maximum of every element, as a rank-0 tensor.
+    ///
+    /// Backward: `gy` flows to the first maximal element (row-major order).
+    ///
+    /// # Errors
+    /// `EmptyTensor` on an empty tensor.
+    pub fn max_all(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.extremum("max_all", Axis::Index(0), false, true)
+    }
+
+    /// The minimum of every element, as a rank-0 tensor.
+    ///
+    /// Backward: `gy` flows to the first minimal element (row-major order).
+    ///
+    /// # Errors
+    /// `EmptyTensor` on an empty tensor.
+    pub fn min_all(&self) -> Result<Tensor> {
+        self.reshape(&[self.numel()])?.extremum("min_all", Axis::Index(0), false, false)
+    }
+
+    /// The position of the first maximum along `axis`, for every other index: a `Vec` in
+    /// row-major order of the shape with `axis` removed (not differentiable, so not a tensor).
+    ///
+    /// ```
+    /// use forgia::Tensor;
+    /// let logits = Tensor::from_vec(vec![0.1, 0.7, 0.2, 0.9, 0.0, 0.9], &[2, 3])?;
+    /// assert_eq!(logits.argmax(1)?, vec![1, 0]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Tensor::max`].
+    pub fn argmax(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
+        Ok(self.extremum_parts("argmax", axis.into(), true)?.2)
+    }
+
+    /// The position of the first minimum along `axis`; layout as [`Tensor::argmax`].
+    ///
+    /// # Errors
+    /// As [`Tensor::max`].
+    pub fn argmin(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
+        Ok(self.extremum_parts("argmin", axis.into(), false)?.2)
+    }
+
+    /// Checks, plans and runs an extremum: `(plan, values, positions)`.
+    fn extremum_parts(&self, op: &'static str, axis: Axis, max: bool) -> Result<(Plan, Vec<f32>, Vec<usize>)> {
+        let a = self.axis(op, axis)?;
+        if self.shape()[a] == 0 {
+            return fail(ErrorKind::EmptyTensor { op, shape: self.shape().to_vec() });
+        }
+        let plan = Plan::new(self, &[a], false);
+        let (vals, args) = k::extremum(plan.data.packed(), plan.outer, plan.red, plan.inner, max);
+        Ok((plan, vals, args))
+    }
+
+    fn extremum(&self, op: &'static str, axis: Axis, keepdim: bool, max: bool) -> Result<Tensor> {
+        let (plan, vals, args) = self.extremum_parts(op, axis, max)?;
+        let shape = if keepdim { &plan.kept } else { &plan.out };
+        let out = Tensor::from_parts(vals, shape);
+        Ok(attach(out, &[self], || ExtremumBackward {
+            name: op,
+            in_shape: self.shape().into(),
+            kept: plan.kept.clone(),
+            red: plan.red,
+            inner: plan.inner,
+            args,
+        }))
+    }
+}
+
+struct ExtremumBackward {
+    name: &'static str,
+    in_shape: Shape,
+    kept: Shape,
+    red: usize,
+    inner: usize,
+    /// Position of the extremum per output element, row-major over `[outer, inner]`.
+    args: Vec<usize>,
+}
+
+impl Backward for ExtremumBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// `gx = expand(gy) * onehot(args)`: the one-hot mask is a constant, so this is
+    /// differentiable in `gy`.
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let _ = cx;
+        let mut mask = vec![0.0f32; numel(&self.in_shape)];
+        let inner = self.inner.max(1);
+        for (j, &r) in self.args.iter().enumerate() {
+            let (o, i) = (j / inner, j % inner);
+            mask[(o * self.red + r) * self.inner + i] = 1.0;
+        }
+        let mask = Tensor::from_parts(mask, &self.in_shape);
+        let g = expand_reduced(gy, &self.kept, &self.in_shape)?.mul(&mask)?;
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
 struct SumBackward {
     in_shape: Shape,
     kept: Shape,
@@ -134,11 +267,6 @@ impl Backward for SumBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
         let g = if self.scale == 1.0 { gy.clone() } else { gy.scale(self.scale) };
-        let g = if self.kept.is_empty() && !self.in_shape.is_empty() {
-            g.reshape(&vec![1; self.in_shape.len()])?
-        } else {
-            g.reshape(&self.kept)?
-        };
-        Ok(SmallVec::from_elem(Some(g.broadcast_to(&self.in_shape)?), 1))
+        Ok(SmallVec::from_elem(Some(expand_reduced(&g, &self.kept, &self.in_shape)?), 1))
     }
 }

@@ -50,6 +50,9 @@ impl Layout {
 
     /// True when the elements are row-major and packed (size-1 axes may have any stride).
     pub(crate) fn is_contiguous(&self) -> bool {
+        if self.numel() == 0 {
+            return true; // nothing to address (and a 0 extent would break the stride walk)
+        }
         let mut expected = 1isize;
         for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
             if d == 1 {

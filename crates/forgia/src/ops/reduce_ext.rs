@@ -1,0 +1,199 @@
+//! Statistics and scans over axes: variance, log-sum-exp, product and cumulative sum. Each
+//! backward is written in differentiable ops (prod's has a fused fast path), so all of them
+//! support `create_graph`.
+
+use smallvec::SmallVec;
+
+use super::reduce::{expand_reduced, Plan};
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::reduce as k;
+use crate::tensor::{Axes, Axis, Shape, Tensor};
+
+impl Tensor {
+    /// Variance over `axes`: `Σ (x - mean)² / (n - correction)`, `n` the number of reduced
+    /// elements (`correction` 1 is the unbiased estimate, 0 the population variance).
+    ///
+    /// Backward: `gx = expand(gy) * 2 (x - mean(x)) / (n - correction)`.
+    ///
+    /// # Errors
+    /// Bad axes as [`Tensor::sum`]; `EmptyTensor` when nothing is reduced over an empty axis;
+    /// `InvalidArgument` when `correction >= n`.
+    pub fn var(&self, axes: impl Into<Axes>, correction: usize, keepdim: bool) -> Result<Tensor> {
+        let axes = self.axes("var", axes)?;
+        let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
+        if n == 0 {
+            return fail(ErrorKind::EmptyTensor { op: "var", shape: self.shape().to_vec() });
+        }
+        if correction >= n {
+            return fail(ErrorKind::InvalidArgument {
+                op: "var",
+                arg: "correction",
+                reason: format!("correction {correction} needs more than {n} reduced elements"),
+            });
+        }
+        let denom = (n - correction) as f32;
+        let plan = Plan::new(self, &axes, keepdim);
+        let out = Tensor::from_parts(k::var(plan.data.packed(), plan.outer, plan.red, plan.inner, denom), &plan.out);
+        Ok(attach(out, &[self], || VarBackward {
+            x: self.detach(),
+            axes: axes.to_vec(),
+            kept: plan.kept.clone(),
+            denom,
+        }))
+    }
+
+    /// `log Σ exp(x)` over `axes`, computed stably (shifted by the maximum).
+    ///
+    /// Backward: `gx = expand(gy) * exp(x - expand(y))` (the softmax over the reduced axes).
+    ///
+    /// # Errors
+    /// Bad axes as [`Tensor::sum`]; `EmptyTensor` when a reduced axis has size 0.
+    pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = self.axes("logsumexp", axes)?;
+        if axes.iter().any(|&a| self.shape()[a] == 0) {
+            return fail(ErrorKind::EmptyTensor { op: "logsumexp", shape: self.shape().to_vec() });
+        }
+        let plan = Plan::new(self, &axes, keepdim);
+        let out = Tensor::from_parts(k::logsumexp(plan.data.packed(), plan.outer, plan.red, plan.inner), &plan.out);
+        let y = out.detach();
+        Ok(attach(out, &[self], || LogsumexpBackward { x: self.detach(), y, kept: plan.kept.clone() }))
+    }
+
+    /// The product over one axis (1 over an empty axis).
+    ///
+    /// Backward: `gx_r = expand(gy) * Π_{r' ≠ r} x_r'` — the exclusive product, from prefix and
+    /// suffix products, never `y / x`, so zeros get their exact gradient.
+    ///
+    /// # Errors
+    /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
+    pub fn prod(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        let a = self.axis("prod", axis)?;
+        let plan = Plan::new(self, &[a], keepdim);
+        let out = Tensor::from_parts(k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner), &plan.out);
+        Ok(attach(out, &[self], || ProdBackward { x: self.detach(), axis: a, kept: plan.kept.clone() }))
+    }
+
+    /// The running sum along `axis` (same shape as `x`).
+    ///
+    /// Backward: `gx = reverse_cumsum(gy)` along the same axis.
+    ///
+    /// # Errors
+    /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
+    pub fn cumsum(&self, axis: impl Into<Axis>) -> Result<Tensor> {
+        let a = self.axis("cumsum", axis)?;
+        Ok(self.cumsum_dir(a, false))
+    }
+
+    /// Running sum along a resolved axis, from the start or (`reverse`) from the end.
+    fn cumsum_dir(&self, axis: usize, reverse: bool) -> Tensor {
+        let plan = Plan::new(self, &[axis], true);
+        let data = k::cumsum(plan.data.packed(), plan.outer, plan.red, plan.inner, reverse);
+        let mut out = Tensor::from_parts(data, self.shape());
+        out.names = self.names.clone();
+        attach(out, &[self], || CumsumBackward { axis, reverse })
+    }
+}
+
+struct VarBackward {
+    x: Tensor,
+    axes: Vec<usize>,
+    kept: Shape,
+    denom: f32,
+}
+
+impl Backward for VarBackward {
+    fn name(&self) -> &'static str {
+        "var"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let x = cx.input(0, &self.x);
+        let centered = x.sub(&x.mean(self.axes.clone(), true)?)?;
+        let g = expand_reduced(gy, &self.kept, x.shape())?.mul(&centered)?.scale(2.0 / self.denom);
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
+struct LogsumexpBackward {
+    x: Tensor,
+    y: Tensor,
+    kept: Shape,
+}
+
+impl Backward for LogsumexpBackward {
+    fn name(&self) -> &'static str {
+        "logsumexp"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let x = cx.input(0, &self.x);
+        let y = expand_reduced(&cx.output(&self.y), &self.kept, x.shape())?;
+        let g = expand_reduced(gy, &self.kept, x.shape())?.mul(&x.sub(&y)?.exp())?;
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
+struct ProdBackward {
+    x: Tensor,
+    axis: usize,
+    kept: Shape,
+}
+
+impl ProdBackward {
+    /// The exclusive products in differentiable ops (for `create_graph`): for each position
+    /// `r`, `prod(x[..r]) * prod(x[r+1..])`, placed with a constant one-hot along the axis.
+    /// Costs `n` times the fused kernel; only second-order passes use it.
+    fn exclusive_tensor(&self, x: &Tensor) -> Result<Tensor> {
+        let n = x.shape()[self.axis];
+        let mut total: Option<Tensor> = None;
+        for r in 0..n {
+            let before = x.narrow(self.axis, 0, r)?.prod(self.axis, true)?;
+            let after = x.narrow(self.axis, r + 1, n - r - 1)?.prod(self.axis, true)?;
+            let mut onehot_shape = vec![1; x.rank()];
+            onehot_shape[self.axis] = n;
+            let mut onehot = vec![0.0; n];
+            onehot[r] = 1.0;
+            let onehot = Tensor::from_parts(onehot, &onehot_shape);
+            let term = before.mul(&after)?.mul(&onehot)?;
+            total = Some(match total {
+                Some(t) => t.add(&term)?,
+                None => term,
+            });
+        }
+        Ok(total.unwrap_or_else(|| Tensor::zeros(x.shape())).broadcast_to(x.shape())?)
+    }
+}
+
+impl Backward for ProdBackward {
+    fn name(&self) -> &'static str {
+        "prod"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let exclusive = if cx.create_graph() {
+            self.exclusive_tensor(&cx.input(0, &self.x))?
+        } else {
+            let plan = Plan::new(&self.x, &[self.axis], true);
+            let data = k::prod_exclusive(plan.data.packed(), plan.outer, plan.red, plan.inner);
+            Tensor::from_parts(data, self.x.shape())
+        };
+        let g = expand_reduced(gy, &self.kept, self.x.shape())?.mul(&exclusive)?;
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
+struct CumsumBackward {
+    axis: usize,
+    reverse: bool,
+}
+
+impl Backward for CumsumBackward {
+    fn name(&self) -> &'static str {
+        "cumsum"
+    }
+
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        Ok(SmallVec::from_elem(Some(gy.cumsum_dir(self.axis, !self.reverse)), 1))
+    }
+}

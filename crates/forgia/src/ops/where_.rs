@@ -1,0 +1,114 @@
+//! Selection by a mask: `where_(mask, a, b)` and `masked_fill(mask, value)`. A mask is an
+//! ordinary tensor of 0/1 values (any other value is an error) that broadcasts against the
+//! operands; it is never differentiated.
+
+use smallvec::SmallVec;
+
+use super::binary::broadcast_names;
+use super::sum_to_shape;
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::{copy, pointwise};
+use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::Tensor;
+
+/// Fails unless every element of `mask` is 0 or 1.
+fn check_mask(op: &'static str, mask: &Tensor) -> Result<()> {
+    let bad = mask.with_data(|d| d.iter().copied().find(|&v| v != 0.0 && v != 1.0));
+    match bad {
+        Some(v) => fail(ErrorKind::InvalidArgument {
+            op,
+            arg: "mask",
+            reason: format!("mask values must be 0 or 1, found {v}"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `mask ? a : b` over the broadcast shape of the three (no checks, no node).
+fn select(op: &'static str, mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let ab = broadcast_shapes(op, a.shape(), b.shape())?;
+    let shape = broadcast_shapes(op, mask.shape(), &ab)?;
+    let packed = |t: &Tensor| copy::gather(t.storage.as_slice(), &t.layout.broadcast_to(&shape));
+    let (m, va, vb) = (packed(mask), packed(a), packed(b));
+    let data = pointwise::zip3(&m, &va, &vb, |m, a, b| if m != 0.0 { a } else { b });
+    let mut out = Tensor::from_parts(data, &shape);
+    if ab.len() == shape.len() {
+        out.names = broadcast_names(op, a, b, shape.len())?;
+    }
+    Ok(out)
+}
+
+impl Tensor {
+    /// `mask ? a : b` elementwise, with the three shapes broadcast together. The mask holds
+    /// 0/1 values (1 selects `a`); it is a constant: no gradient flows into it.
+    ///
+    /// ```
+    /// use forgia::Tensor;
+    /// let mask = Tensor::from_vec(vec![1.0, 0.0], &[2])?;
+    /// let a = Tensor::from_vec(vec![1.0, 2.0], &[2])?;
+    /// let y = Tensor::where_(&mask, &a, &Tensor::scalar(-1.0))?;
+    /// assert_eq!(y.to_vec(), vec![1.0, -1.0]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// Backward: `ga = sum_to(where(mask, gy, 0), a.shape)`,
+    /// `gb = sum_to(where(mask, 0, gy), b.shape)`.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the shapes do not broadcast; `InvalidArgument` when the mask holds
+    /// a value other than 0 or 1.
+    pub fn where_(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        check_mask("where", mask)?;
+        let out = select("where", mask, a, b)?;
+        Ok(attach(out, &[a, b], || WhereBackward { mask: mask.detach(), shapes: [a.shape().into(), b.shape().into()] }))
+    }
+
+    /// `value` where `mask` is 1, `x` elsewhere. The 0/1 mask broadcasts to `x`'s shape.
+    ///
+    /// Backward: `gx = where(mask, 0, gy)`.
+    ///
+    /// # Errors
+    /// `ShapeMismatch` when the mask does not broadcast to `x`'s shape (the output keeps that
+    /// shape); `InvalidArgument` for a mask value other than 0 or 1.
+    pub fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor> {
+        let shape = broadcast_shapes("masked_fill", self.shape(), mask.shape())?;
+        if shape.as_slice() != self.shape() {
+            return fail(ErrorKind::ShapeMismatch {
+                op: "masked_fill",
+                lhs: self.shape().to_vec(),
+                rhs: mask.shape().to_vec(),
+            });
+        }
+        check_mask("masked_fill", mask)?;
+        let fill = Tensor::scalar(value);
+        let out = select("masked_fill", mask, &fill, self)?;
+        Ok(attach(out, &[&fill, self], || WhereBackward {
+            mask: mask.detach(),
+            shapes: [fill.shape().into(), self.shape().into()],
+        }))
+    }
+}
+
+struct WhereBackward {
+    mask: Tensor,
+    shapes: [crate::tensor::Shape; 2],
+}
+
+impl Backward for WhereBackward {
+    fn name(&self) -> &'static str {
+        "where"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let mut out: Grads = SmallVec::from_elem(None, 2);
+        let zero = Tensor::scalar(0.0);
+        if cx.needs_grad(0) {
+            out[0] = Some(sum_to_shape(&Tensor::where_(&self.mask, gy, &zero)?, &self.shapes[0])?);
+        }
+        if cx.needs_grad(1) {
+            out[1] = Some(sum_to_shape(&Tensor::where_(&self.mask, &zero, gy)?, &self.shapes[1])?);
+        }
+        Ok(out)
+    }
+}
