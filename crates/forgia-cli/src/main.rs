@@ -2,8 +2,9 @@
 //! gradcheck every differentiable op.
 
 mod bench;
-#[allow(dead_code)] // the loaders serve `forgia train`, which lands with the training stack
 mod data;
+mod gradcheck;
+mod train;
 
 use std::process::ExitCode;
 
@@ -19,14 +20,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Train a model: mnist (a CNN, the default), words (a character transformer) or spirals
+    /// (a small MLP).
+    Train(train::TrainArgs),
     /// Run the benchmark workloads of BENCHMARKS.md (all of them when none is named).
     Bench(bench::BenchArgs),
+    /// Check every differentiable op's gradient against finite differences.
+    Gradcheck(gradcheck::GradcheckArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::run(&args),
+        Command::Train(args) => train::run(&args).map_err(|e| e.to_string()),
+        Command::Bench(args) => bench::run(&args).map_err(|e| e.to_string()),
+        Command::Gradcheck(args) => gradcheck::run(&args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
