@@ -79,9 +79,7 @@ pub(crate) fn peak_rss_mb() -> f64 {
 fn proc_status_mb(key: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
+        .and_then(|s| s.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
