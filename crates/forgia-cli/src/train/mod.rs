@@ -49,19 +49,19 @@ pub(crate) struct TrainArgs {
     #[arg(value_enum, default_value_t = Task::Mnist)]
     pub(crate) task: Task,
     /// Passes over the training data (words: blocks of a fixed number of steps).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = at_least_one)]
     pub(crate) epochs: Option<u64>,
     /// Samples per step.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = at_least_one)]
     pub(crate) batch_size: Option<u64>,
     /// Learning rate (positive).
-    #[arg(long, value_parser = positive_f32)]
+    #[arg(long, value_parser = positive_f32, allow_negative_numbers = true)]
     pub(crate) lr: Option<f32>,
     /// Seed of the initialization, shuffling, dropout, augmentation and sampling.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
     /// Worker threads (default: all cores).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = at_least_one)]
     pub(crate) threads: Option<u64>,
     /// Activation checkpointing: recompute each block's activations during backward.
     #[arg(long)]
@@ -76,11 +76,19 @@ pub(crate) struct TrainArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
     /// Train on only the first N training samples (of a fixed shuffled order).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub(crate) limit: Option<u64>,
     /// MNIST: random shifts of up to ±2 pixels of each training image.
     #[arg(long)]
     pub(crate) augment: bool,
+}
+
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("{s:?} is not a whole number: {e}")),
+    }
 }
 
 fn positive_f32(s: &str) -> Result<f32, String> {

@@ -13,7 +13,9 @@ use super::{Job, Metric, Settings, StepOut, TrainError};
 use crate::data::words::{self, Vocab, Words, BOUNDARY_INDEX, MAX_LEN};
 
 /// Epochs, batch size and learning rate when no flag says otherwise.
-pub(super) const DEFAULTS: (u64, usize, f32) = (8, 64, 3e-3);
+pub(super) const DEFAULTS: (u64, usize, f32) = (6, 64, 3e-3);
+/// Transformer blocks.
+const LAYERS: usize = 2;
 /// Optimizer steps per epoch (an epoch is a fixed block of steps, not a pass over the list).
 const STEPS_PER_EPOCH: usize = 200;
 /// Sequence length: the boundary token and up to `MAX_LEN` letters (targets: the letters and
@@ -55,7 +57,7 @@ impl WordsJob {
     pub(super) fn new(settings: &Settings) -> Result<WordsJob, TrainError> {
         let words = words::load()?;
         let train = subset(words.train.len(), settings.limit);
-        let config = Config { vocab: words.vocab.len(), context: CONTEXT, d_model: 64, heads: 4, layers: 3 };
+        let config = Config { vocab: words.vocab.len(), context: CONTEXT, d_model: 64, heads: 4, layers: LAYERS };
         let model = CharTransformer::new(config, settings.seed, settings.checkpoint)?;
         Ok(WordsJob { words, train, model, settings: settings.clone() })
     }
@@ -108,7 +110,7 @@ impl Job for WordsJob {
 
     fn describe(&self, s: &Settings) -> String {
         format!(
-            "words: char transformer (3 blocks, d_model 64, 4 heads, context {CONTEXT}) with {} parameters; \
+            "words: char transformer ({LAYERS} blocks, d_model 64, 4 heads, context {CONTEXT}) with {} parameters; \
              {} training / {} validation words, vocab {}; AdamW lr {}, batch {}, {} epochs of {STEPS_PER_EPOCH} steps{}",
             self.model.num_parameters(),
             self.train.len(),
