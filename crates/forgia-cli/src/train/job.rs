@@ -134,7 +134,7 @@ pub(crate) fn load(model: &mut dyn Module, optimizer: &mut dyn Optimizer, path: 
 pub(crate) fn subset(n: usize, limit: Option<usize>) -> Vec<usize> {
     let mut all: Vec<usize> = (0..n).collect();
     if let Some(limit) = limit.filter(|&l| l < n) {
-        Rng::new(0x5eed_5ab5e7).shuffle(&mut all);
+        Rng::new(0x5e_ed5a_b5e7).shuffle(&mut all);
         all.truncate(limit);
     }
     all

@@ -19,7 +19,7 @@ const TEST_EVERY: usize = 5;
 
 /// Points `[n, 2]` and labels of two spirals, arms `π` apart, with Gaussian noise.
 fn spirals(seed: u64) -> (Vec<f32>, Vec<usize>) {
-    let mut rng = Rng::new(seed ^ 0x5B12_A15);
+    let mut rng = Rng::new(seed ^ 0x05B1_2A15);
     let (mut points, mut labels) = (Vec::new(), Vec::new());
     for class in 0..2 {
         for i in 0..PER_CLASS {

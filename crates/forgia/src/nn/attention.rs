@@ -68,7 +68,7 @@ impl MultiHeadAttention {
 }
 
 pub(super) fn check_heads(op: &'static str, d_model: usize, heads: usize) -> Result<()> {
-    if heads == 0 || d_model == 0 || d_model % heads != 0 {
+    if heads == 0 || d_model == 0 || !d_model.is_multiple_of(heads) {
         return fail(ErrorKind::InvalidArgument {
             op,
             arg: "heads",

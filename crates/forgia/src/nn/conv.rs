@@ -44,7 +44,7 @@ impl Conv2d {
     ) -> Result<Conv2d> {
         let g = options.groups;
         let sizes_ok = in_channels > 0 && out_channels > 0 && kernel.0 > 0 && kernel.1 > 0 && g > 0;
-        if !sizes_ok || in_channels % g != 0 || out_channels % g != 0 {
+        if !sizes_ok || !in_channels.is_multiple_of(g) || !out_channels.is_multiple_of(g) {
             return fail(ErrorKind::InvalidArgument {
                 op: "Conv2d::new",
                 arg: "sizes",
