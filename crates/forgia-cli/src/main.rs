@@ -29,7 +29,23 @@ enum Command {
     Gradcheck(gradcheck::GradcheckArgs),
 }
 
+/// Exits quietly, like a process killed by SIGPIPE, when stdout is closed early
+/// (`forgia train | head`), instead of reporting the failed print as a panic.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message =
+            payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+        if message.is_some_and(|m| m.starts_with("failed printing to stdout")) {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train(args) => train::run(&args).map_err(|e| e.to_string()),

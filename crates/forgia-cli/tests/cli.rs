@@ -208,3 +208,31 @@ fn gradcheck_passes_for_every_op() {
     assert!(filtered.contains("log_softmax") && !filtered.contains("conv2d"), "{filtered}");
     fail(&["gradcheck", "no-such-op"], &[]);
 }
+
+#[test]
+fn activation_checkpointing_does_not_change_the_loss_curve() {
+    let dir = TempDir::new("checkpointing");
+    let (plain, saved) = (dir.path().join("plain"), dir.path().join("saved"));
+    let args = ["train", "mnist", "--epochs", "1", "--limit", "128", "--out"];
+    succeed(&[&args[..], &[plain.to_str().unwrap()]].concat());
+    let text = succeed(&[&args[..], &[saved.to_str().unwrap(), "--checkpoint"]].concat());
+    assert!(text.contains("activation checkpointing"), "{text}");
+    let read = |d: &Path| std::fs::read_to_string(d.join("loss.csv")).unwrap();
+    assert_eq!(read(&plain), read(&saved), "bitwise identical losses and accuracy");
+}
+
+#[test]
+fn a_short_words_run_reports_validation_loss_and_samples_words() {
+    let dir = TempDir::new("words");
+    let out = dir.path().join("words");
+    let text = succeed(&["train", "words", "--epochs", "1", "--limit", "256", "--out", out.to_str().unwrap()]);
+    assert!(text.contains("256 training / 6375 validation words"), "{text}");
+    let line = text.lines().find(|l| l.starts_with("final validation loss: ")).expect("a loss line");
+    let loss: f64 = line["final validation loss: ".len()..].parse().unwrap();
+    assert!(loss.is_finite() && loss < 27f64.ln() + 0.5, "{loss}");
+    let samples: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("sampled words")).skip(1).collect();
+    assert_eq!(samples.len(), 10, "{text}");
+    let csv = std::fs::read_to_string(out.join("loss.csv")).unwrap();
+    assert!(csv.starts_with("kind,step,epoch,loss,validation_loss\n"), "{csv}");
+    assert_eq!(csv.lines().filter(|l| l.starts_with("step,")).count(), 4, "256 words in batches of 64");
+}

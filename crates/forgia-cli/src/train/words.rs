@@ -16,7 +16,8 @@ use crate::data::words::{self, Vocab, Words, BOUNDARY_INDEX, MAX_LEN};
 pub(super) const DEFAULTS: (u64, usize, f32) = (6, 64, 3e-3);
 /// Transformer blocks.
 const LAYERS: usize = 2;
-/// Optimizer steps per epoch (an epoch is a fixed block of steps, not a pass over the list).
+/// Optimizer steps per epoch: an epoch is a fixed block of steps, or one pass over the
+/// training words when that is shorter (only with a small `--limit`).
 const STEPS_PER_EPOCH: usize = 200;
 /// Sequence length: the boundary token and up to `MAX_LEN` letters (targets: the letters and
 /// the closing boundary).
@@ -62,7 +63,12 @@ impl WordsJob {
         Ok(WordsJob { words, train, model, settings: settings.clone() })
     }
 
-    /// The mean loss per target token of `words` (`Sum` reduction, divided by the count).
+    /// Steps per epoch: [`STEPS_PER_EPOCH`], or one pass when the training set is smaller.
+    fn steps_per_epoch(&self) -> usize {
+        STEPS_PER_EPOCH.min(self.train.len().div_ceil(self.settings.batch_size).max(1))
+    }
+
+    /// The cross-entropy of every next-character target of `words`, combined by `reduction`.
     fn loss_of(&self, words: &[&str], reduction: Reduction) -> forgia::Result<Tensor> {
         let (inputs, targets) = encode_batch(&self.words.vocab, words)?;
         let logits = self.model.forward(&inputs)?;
@@ -111,7 +117,7 @@ impl Job for WordsJob {
     fn describe(&self, s: &Settings) -> String {
         format!(
             "words: char transformer ({LAYERS} blocks, d_model 64, 4 heads, context {CONTEXT}) with {} parameters; \
-             {} training / {} validation words, vocab {}; AdamW lr {}, batch {}, {} epochs of {STEPS_PER_EPOCH} steps{}",
+             {} training / {} validation words, vocab {}; AdamW lr {}, batch {}, {} epochs of {} steps{}",
             self.model.num_parameters(),
             self.train.len(),
             self.words.validation.len(),
@@ -119,6 +125,7 @@ impl Job for WordsJob {
             s.lr,
             s.batch_size,
             s.epochs,
+            self.steps_per_epoch(),
             if s.checkpoint { ", activation checkpointing" } else { "" },
         )
     }
@@ -128,15 +135,16 @@ impl Job for WordsJob {
     }
 
     fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
-        // Passes over the (shuffled) list, continued across epochs, cut to a fixed step count.
+        // Passes over the (shuffled) list, continued across epochs, cut into epochs of equal steps.
         let per_pass = self.train.len().div_ceil(self.settings.batch_size).max(1);
-        let first = epoch as usize * STEPS_PER_EPOCH;
-        let mut plan = Vec::with_capacity(STEPS_PER_EPOCH);
-        while plan.len() < STEPS_PER_EPOCH {
+        let steps = self.steps_per_epoch();
+        let first = epoch as usize * steps;
+        let mut plan = Vec::with_capacity(steps);
+        while plan.len() < steps {
             let step = first + plan.len();
             let pass =
                 shuffled_batches(&self.train, self.settings.batch_size, self.settings.seed, (step / per_pass) as u64);
-            plan.extend(pass.into_iter().skip(step % per_pass).take(STEPS_PER_EPOCH - plan.len()));
+            plan.extend(pass.into_iter().skip(step % per_pass).take(steps - plan.len()));
         }
         plan
     }
