@@ -2,8 +2,9 @@
 //! gradcheck every differentiable op.
 
 mod bench;
-#[allow(dead_code)] // the loaders serve `forgia train`, which lands with the training stack
 mod data;
+mod gradcheck;
+mod train;
 
 use std::process::ExitCode;
 
@@ -25,14 +26,37 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Train a model: mnist (a CNN, the default), words (a character transformer) or spirals
+    /// (a small MLP).
+    Train(train::TrainArgs),
     /// Run the benchmark workloads of BENCHMARKS.md (all of them when none is named).
     Bench(bench::BenchArgs),
+    /// Check every differentiable op's gradient against finite differences.
+    Gradcheck(gradcheck::GradcheckArgs),
+}
+
+/// Exits quietly, like a process killed by SIGPIPE, when stdout is closed early
+/// (`forgia train | head`), instead of reporting the failed print as a panic.
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message =
+            payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+        if message.is_some_and(|m| m.starts_with("failed printing to stdout")) {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 fn main() -> ExitCode {
+    quiet_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::run(&args),
+        Command::Train(args) => train::run(&args).map_err(|e| e.to_string()),
+        Command::Bench(args) => bench::run(&args).map_err(|e| e.to_string()),
+        Command::Gradcheck(args) => gradcheck::run(&args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -38,3 +38,8 @@ pub use ops::loss;
 pub use ops::norm::RunningStats;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{live_bytes, peak_bytes, reset_peak_bytes, Axes, Axis, Rng, Shape, Tensor};
+
+/// The examples of the repository's `README.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

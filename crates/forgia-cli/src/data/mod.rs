@@ -50,21 +50,21 @@ pub(crate) enum DataError {
     },
 }
 
-/// Finds the data file `name`, trying in order:
+/// Finds the data file `name`:
 ///
-/// 1. `$FORGIA_DATA_DIR/<name>` (the variable names the data folder itself),
-/// 2. `./data/<name>`, relative to the working directory,
-/// 3. `data/<name>` at the repository root, located from this crate's source folder at
-///    compile time.
-///
-/// Returns the first candidate that exists. If none does, returns `data/<name>` so that the
-/// loader's [`DataError::Io`] names the conventional location.
+/// * when `$FORGIA_DATA_DIR` is set (and not empty), `$FORGIA_DATA_DIR/<name>` and nothing
+///   else — a folder given explicitly is never silently replaced by another copy;
+/// * otherwise the first that exists of `./data/<name>` (relative to the working directory)
+///   and `data/<name>` at the repository root, located from this crate's source folder at
+///   compile time; if neither exists, `data/<name>`, so that the loader's [`DataError::Io`]
+///   names the conventional location.
 pub(crate) fn locate(name: &str) -> PathBuf {
-    let from_env =
-        std::env::var_os(DATA_DIR_ENV).filter(|dir| !dir.is_empty()).map(|dir| PathBuf::from(dir).join(name));
+    if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|dir| !dir.is_empty()) {
+        return PathBuf::from(dir).join(name);
+    }
     let relative = Path::new("data").join(name);
     let from_crate = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data")).join(name);
-    from_env.into_iter().chain([relative.clone(), from_crate]).find(|candidate| candidate.is_file()).unwrap_or(relative)
+    [relative.clone(), from_crate].into_iter().find(|candidate| candidate.is_file()).unwrap_or(relative)
 }
 
 /// Reads the gzip-compressed text file at `path` line by line and calls

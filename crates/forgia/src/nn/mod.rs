@@ -1,6 +1,8 @@
 //! Modules with parameters: the [`Module`] trait (visit named parameters, training mode), the
-//! [`Forward`] trait for single-input layers, and the first layers ([`Linear`], [`Sequential`],
-//! [`Relu`], [`Tanh`]) with seeded initializers in [`init`].
+//! [`Forward`] trait for single-input layers, and the layers — [`Linear`], [`Conv2d`],
+//! [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`BatchNorm2d`], [`Dropout`],
+//! [`MultiHeadAttention`], [`TransformerBlock`], [`Sequential`] and the activations [`Relu`],
+//! [`Tanh`], [`Gelu`] — with seeded initializers in [`init`].
 //!
 //! Parameters are variables held by the module. Names are dotted like PyTorch's
 //! `state_dict` keys: `"weight"`, `"0.bias"`, `"fc1.weight"`. An optimizer updates a parameter
@@ -23,12 +25,24 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 
+mod attention;
+mod conv;
+mod dropout;
+mod embedding;
 pub mod init;
 mod linear;
+mod norm;
 mod sequential;
+mod transformer;
 
+pub use attention::MultiHeadAttention;
+pub use conv::Conv2d;
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use linear::Linear;
-pub use sequential::{Relu, Sequential, Tanh};
+pub use norm::{BatchNorm2d, LayerNorm, RmsNorm};
+pub use sequential::{Gelu, Relu, Sequential, Tanh};
+pub use transformer::{FeedForward, TransformerBlock};
 
 use crate::error::Result;
 use crate::tensor::Tensor;

@@ -1,5 +1,5 @@
 //! [`Sequential`]: a chain of boxed single-input layers, named `"0."`, `"1."`, … like PyTorch;
-//! and the parameter-free activation layers [`Relu`] and [`Tanh`].
+//! and the parameter-free activation layers [`Relu`], [`Tanh`] and [`Gelu`].
 
 use super::{visit_child, visit_child_mut, Forward, Layer, Module};
 use crate::error::Result;
@@ -114,5 +114,20 @@ impl Module for Tanh {
 impl Forward for Tanh {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         Ok(x.tanh())
+    }
+}
+
+/// The layer form of [`Tensor::gelu`] (exact, erf-based). No parameters.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Gelu;
+
+impl Module for Gelu {
+    fn visit_params(&self, _f: &mut dyn FnMut(&str, &Tensor)) {}
+    fn visit_params_mut(&mut self, _f: &mut dyn FnMut(&str, &mut Tensor)) {}
+}
+
+impl Forward for Gelu {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.gelu())
     }
 }

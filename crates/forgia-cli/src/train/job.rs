@@ -1,0 +1,150 @@
+//! The [`Job`] trait every training task implements, and saving / resuming a run (model,
+//! optimizer state and the number of finished epochs in one safetensors file).
+
+use std::path::Path;
+
+use forgia::nn::Module;
+use forgia::optim::Optimizer;
+use forgia::{Rng, Tensor};
+
+use super::{Settings, TrainError};
+
+/// What a job reports after each epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Metric {
+    /// Percent of the test set classified correctly (higher is better).
+    TestAccuracy,
+    /// Mean cross-entropy per token on the validation set (lower is better).
+    ValidationLoss,
+}
+
+impl Metric {
+    /// The metric's name in tables and messages.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Metric::TestAccuracy => "test accuracy",
+            Metric::ValidationLoss => "validation loss",
+        }
+    }
+
+    /// The CSV column name.
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            Metric::TestAccuracy => "test_accuracy",
+            Metric::ValidationLoss => "validation_loss",
+        }
+    }
+
+    /// A value formatted for people.
+    pub(crate) fn format(self, value: f64) -> String {
+        match self {
+            Metric::TestAccuracy => format!("{value:.2}%"),
+            Metric::ValidationLoss => format!("{value:.4}"),
+        }
+    }
+}
+
+/// One training step's result: the loss (with its graph) and, for classifiers, how many of
+/// the batch's samples the model got right.
+pub(crate) struct StepOut {
+    /// The scalar mean loss of the batch, ready for `backward`.
+    pub(crate) loss: Tensor,
+    /// Correct predictions in the batch, for classifiers.
+    pub(crate) correct: Option<usize>,
+}
+
+/// A training task: a model, its data, its loss and its evaluation.
+pub(crate) trait Job {
+    /// The model (for gradients and checkpoints).
+    fn model(&self) -> &dyn Module;
+    /// The model, mutably (for the optimizer and train/eval switches).
+    fn model_mut(&mut self) -> &mut dyn Module;
+    /// The optimizer this task trains with.
+    fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError>;
+    /// One line describing the model and the data.
+    fn describe(&self, settings: &Settings) -> String;
+    /// What `evaluate` measures.
+    fn metric(&self) -> Metric;
+    /// The batches of epoch `epoch` as lists of training-sample indices.
+    fn plan(&self, epoch: u64) -> Vec<Vec<usize>>;
+    /// The loss of one batch; `step` is the number of optimizer steps taken before it
+    /// (seeds dropout and augmentation, so a resumed run continues the same sequence).
+    fn train_step(&self, batch: &[usize], step: u64) -> Result<StepOut, TrainError>;
+    /// The epoch metric, computed in evaluation mode without a graph.
+    fn evaluate(&self) -> Result<f64, TrainError>;
+    /// Gradient-norm clipping threshold, if the task clips.
+    fn clip_norm(&self) -> Option<f32> {
+        None
+    }
+    /// Runs after training (the words task prints samples).
+    fn finish(&self) -> Result<(), TrainError> {
+        Ok(())
+    }
+}
+
+/// The name of the epoch counter in a saved run.
+const EPOCH_KEY: &str = "train.epoch";
+
+/// A model plus the epoch counter, visited as one module so that the library's checkpoint
+/// functions store and validate the counter with everything else.
+struct WithEpoch<'a> {
+    model: &'a mut dyn Module,
+    epoch: Tensor,
+}
+
+impl Module for WithEpoch<'_> {
+    fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor)) {
+        self.model.visit_params(f);
+        f(EPOCH_KEY, &self.epoch);
+    }
+
+    fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        self.model.visit_params_mut(f);
+        f(EPOCH_KEY, &mut self.epoch);
+    }
+}
+
+/// Saves model, optimizer and the finished epoch count to `path` (atomically).
+pub(crate) fn save(
+    model: &mut dyn Module,
+    optimizer: &dyn Optimizer,
+    epoch: u64,
+    path: &Path,
+) -> Result<(), TrainError> {
+    let state = WithEpoch { model, epoch: Tensor::scalar(epoch as f32) };
+    forgia::io::save_checkpoint(path, &state, optimizer)?;
+    Ok(())
+}
+
+/// Loads a run saved by [`save`]; returns the number of finished epochs. On an error the
+/// model and the optimizer are unchanged.
+pub(crate) fn load(model: &mut dyn Module, optimizer: &mut dyn Optimizer, path: &Path) -> Result<u64, TrainError> {
+    let mut state = WithEpoch { model, epoch: Tensor::scalar(0.0) };
+    forgia::io::load_checkpoint(&mut state, optimizer, path)?;
+    let epoch = state.epoch.item()?;
+    if !(epoch >= 0.0 && epoch.fract() == 0.0) {
+        return Err(TrainError::Invalid(format!("{}: bad epoch counter {epoch}", path.display())));
+    }
+    Ok(epoch as u64)
+}
+
+/// The training samples in use: all of `0..n`, or the first `limit` of a fixed shuffled
+/// order (seed-independent, so every class appears and `--limit` picks the same samples in
+/// every run).
+pub(crate) fn subset(n: usize, limit: Option<usize>) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..n).collect();
+    if let Some(limit) = limit.filter(|&l| l < n) {
+        Rng::new(0x5e_ed5a_b5e7).shuffle(&mut all);
+        all.truncate(limit);
+    }
+    all
+}
+
+/// `samples` in the seeded order of `epoch`, cut into batches of `batch_size` (the last may
+/// be short). The order depends only on `(seed, epoch)`, so a resumed run sees the batches of
+/// an uninterrupted one.
+pub(crate) fn shuffled_batches(samples: &[usize], batch_size: usize, seed: u64, epoch: u64) -> Vec<Vec<usize>> {
+    let mut order = samples.to_vec();
+    Rng::new(seed ^ (epoch + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)).shuffle(&mut order);
+    order.chunks(batch_size.max(1)).map(<[usize]>::to_vec).collect()
+}

@@ -1,0 +1,272 @@
+//! `forgia train`: the shared training loop (flags, output folder, checkpoints, progress,
+//! logs) and the three jobs — [`mnist`] (a CNN on the MNIST subset), [`words`] (a
+//! character-level transformer on the word list) and [`spirals`] (an MLP on two spirals).
+
+mod charlm;
+mod job;
+mod mnist;
+mod report;
+mod spirals;
+mod words;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use forgia::optim::{clip_grad_norm, Optimizer};
+use forgia::Tensor;
+
+use crate::data::DataError;
+pub(crate) use job::{Job, Metric, StepOut};
+use report::{EpochRow, Log, Progress};
+
+/// The model to train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Task {
+    /// A CNN on the 5,000-digit MNIST subset (reports test accuracy).
+    Mnist,
+    /// A character-level transformer on the English word list (reports validation loss and
+    /// samples words).
+    Words,
+    /// An MLP on two interleaved spirals (seconds; reports test accuracy).
+    Spirals,
+}
+
+impl Task {
+    fn name(self) -> &'static str {
+        match self {
+            Task::Mnist => "mnist",
+            Task::Words => "words",
+            Task::Spirals => "spirals",
+        }
+    }
+}
+
+/// Arguments of `forgia train`. Unset hyperparameters take the task's defaults.
+#[derive(Args, Debug)]
+pub(crate) struct TrainArgs {
+    /// What to train.
+    #[arg(value_enum, default_value_t = Task::Mnist)]
+    pub(crate) task: Task,
+    /// Passes over the training data (words: blocks of a fixed number of steps).
+    #[arg(long, value_parser = at_least_one)]
+    pub(crate) epochs: Option<u64>,
+    /// Samples per step.
+    #[arg(long, value_parser = at_least_one)]
+    pub(crate) batch_size: Option<u64>,
+    /// Learning rate (positive).
+    #[arg(long, value_parser = positive_f32, allow_negative_numbers = true)]
+    pub(crate) lr: Option<f32>,
+    /// Seed of the initialization, shuffling, dropout, augmentation and sampling.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_parser = at_least_one)]
+    pub(crate) threads: Option<u64>,
+    /// Activation checkpointing: recompute each block's activations during backward.
+    #[arg(long)]
+    pub(crate) checkpoint: bool,
+    /// Save model, optimizer state and epoch here after every epoch (safetensors, atomic).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) save: Option<PathBuf>,
+    /// Resume from a file written by --save.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) resume: Option<PathBuf>,
+    /// Output folder for loss.csv and loss.png [default: out/<task>].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
+    /// Train on only the first N training samples (of a fixed shuffled order).
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
+    pub(crate) limit: Option<u64>,
+    /// MNIST: random shifts of up to ±2 pixels of each training image.
+    #[arg(long)]
+    pub(crate) augment: bool,
+}
+
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("{s:?} is not a whole number: {e}")),
+    }
+}
+
+fn positive_f32(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a positive finite number")),
+        Err(e) => Err(format!("{s:?} is not a number: {e}")),
+    }
+}
+
+/// What went wrong in `forgia train`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TrainError {
+    /// A data file is missing or malformed.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// A library error (shapes, checkpoint files, ...).
+    #[error(transparent)]
+    Forgia(#[from] forgia::Error),
+    /// A file or folder of the run could not be written.
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        /// The path being written.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A flag combination that cannot work.
+    #[error("{0}")]
+    Invalid(String),
+    /// The loss became NaN or infinite.
+    #[error("the loss diverged ({loss}) at step {step}; try a smaller --lr")]
+    Diverged {
+        /// The step (1-based).
+        step: u64,
+        /// The loss value.
+        loss: f32,
+    },
+}
+
+/// The hyperparameters a job is built with (task defaults already applied).
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) epochs: u64,
+    pub(crate) batch_size: usize,
+    pub(crate) lr: f32,
+    pub(crate) seed: u64,
+    pub(crate) checkpoint: bool,
+    pub(crate) limit: Option<usize>,
+    pub(crate) augment: bool,
+}
+
+/// Runs `forgia train`.
+pub(crate) fn run(args: &TrainArgs) -> Result<(), TrainError> {
+    if let Some(t) = args.threads {
+        forgia::set_num_threads(t as usize)?;
+    }
+    if args.augment && args.task != Task::Mnist {
+        return Err(TrainError::Invalid("--augment applies to the mnist task only".into()));
+    }
+    let out = args.out.clone().unwrap_or_else(|| Path::new("out").join(args.task.name()));
+    report::prepare_dir(&out)?;
+    if let Some(save) = &args.save {
+        report::check_writable_file(save)?;
+    }
+    let (epochs, batch_size, lr) = match args.task {
+        Task::Mnist => mnist::DEFAULTS,
+        Task::Words => words::DEFAULTS,
+        Task::Spirals => spirals::DEFAULTS,
+    };
+    let settings = Settings {
+        epochs: args.epochs.unwrap_or(epochs),
+        batch_size: args.batch_size.map_or(batch_size, |b| b as usize),
+        lr: args.lr.unwrap_or(lr),
+        seed: args.seed,
+        checkpoint: args.checkpoint,
+        limit: args.limit.map(|n| n as usize),
+        augment: args.augment,
+    };
+    let mut job: Box<dyn Job> = match args.task {
+        Task::Mnist => Box::new(mnist::MnistJob::new(&settings)?),
+        Task::Words => Box::new(words::WordsJob::new(&settings)?),
+        Task::Spirals => Box::new(spirals::SpiralsJob::new(&settings)?),
+    };
+    let mut optimizer = job.optimizer(&settings)?;
+    let mut start_epoch = 0;
+    if let Some(path) = &args.resume {
+        start_epoch = job::load(job.model_mut(), optimizer.as_mut(), path)?;
+        println!("resumed from {} after epoch {start_epoch}", path.display());
+    }
+    println!("{}", job.describe(&settings));
+    let rows = train_epochs(job.as_mut(), optimizer.as_mut(), &settings, start_epoch, args, &out)?;
+    report::print_summary(job.metric(), &rows);
+    job.finish()?;
+    Ok(())
+}
+
+/// The epoch loop: train, evaluate, log, save.
+fn train_epochs(
+    job: &mut dyn Job,
+    optimizer: &mut dyn Optimizer,
+    settings: &Settings,
+    start_epoch: u64,
+    args: &TrainArgs,
+    out: &Path,
+) -> Result<Vec<EpochRow>, TrainError> {
+    let mut log = Log::new(out, job.metric());
+    let mut rows = Vec::new();
+    let started = Instant::now();
+    for epoch in start_epoch..settings.epochs {
+        let epoch_start = Instant::now();
+        job.model_mut().set_training(true);
+        let train_loss = train_one_epoch(job, optimizer, epoch, settings.epochs, &mut log)?;
+        job.model_mut().set_training(false);
+        let metric = {
+            let _guard = forgia::no_grad();
+            job.evaluate()?
+        };
+        let row = EpochRow { epoch: epoch + 1, train_loss, metric, seconds: epoch_start.elapsed().as_secs_f64() };
+        println!("{}", row.line(job.metric()));
+        log.epoch(optimizer.steps_taken(), &row);
+        rows.push(row);
+        log.write()?;
+        if let Some(path) = &args.save {
+            job::save(job.model_mut(), optimizer, epoch + 1, path)?;
+        }
+    }
+    if rows.is_empty() {
+        println!("nothing to train: already at epoch {start_epoch} of {}", settings.epochs);
+    } else {
+        log.write()?;
+        println!(
+            "trained {} epochs in {:.1} s; log {} and plot {}",
+            rows.len(),
+            started.elapsed().as_secs_f64(),
+            log.csv_path().display(),
+            log.png_path().display()
+        );
+    }
+    Ok(rows)
+}
+
+/// One epoch of steps; returns the mean training loss over its samples.
+fn train_one_epoch(
+    job: &mut dyn Job,
+    optimizer: &mut dyn Optimizer,
+    epoch: u64,
+    epochs: u64,
+    log: &mut Log,
+) -> Result<f64, TrainError> {
+    let plan = job.plan(epoch);
+    let mut progress = Progress::new(epoch + 1, epochs, plan.len());
+    let (mut loss_sum, mut samples, mut correct) = (0.0f64, 0usize, 0usize);
+    for batch in &plan {
+        let step = optimizer.steps_taken();
+        optimizer.zero_grad(job.model());
+        let out = job.train_step(batch, step)?;
+        let loss = scalar_loss(&out.loss, step)?;
+        out.loss.backward()?;
+        if let Some(max_norm) = job.clip_norm() {
+            clip_grad_norm(job.model(), max_norm)?;
+        }
+        optimizer.step(job.model_mut())?;
+        loss_sum += loss as f64 * batch.len() as f64;
+        samples += batch.len();
+        correct += out.correct.unwrap_or(0);
+        log.step(step + 1, epoch + 1, loss);
+        let accuracy = out.correct.map(|_| 100.0 * correct as f64 / samples as f64);
+        progress.update(loss_sum / samples as f64, accuracy, samples);
+    }
+    progress.finish();
+    Ok(if samples == 0 { f64::NAN } else { loss_sum / samples as f64 })
+}
+
+fn scalar_loss(loss: &Tensor, step: u64) -> Result<f32, TrainError> {
+    let value = loss.item()?;
+    if !value.is_finite() {
+        return Err(TrainError::Diverged { step: step + 1, loss: value });
+    }
+    Ok(value)
+}

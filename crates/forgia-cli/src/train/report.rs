@@ -1,0 +1,210 @@
+//! What a run shows and leaves behind: the live progress bar, the per-epoch lines and final
+//! table, `loss.csv` and the `loss.png` plot in the output folder.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::prelude::*;
+
+use super::{Metric, TrainError};
+
+fn write_error(path: &Path, source: std::io::Error) -> TrainError {
+    TrainError::Write { path: path.to_path_buf(), source }
+}
+
+/// Creates the output folder and proves it writable (a probe file), before any training.
+pub(super) fn prepare_dir(dir: &Path) -> Result<(), TrainError> {
+    std::fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
+    let probe = dir.join(format!(".forgia-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| write_error(dir, e))?;
+    std::fs::remove_file(&probe).map_err(|e| write_error(&probe, e))
+}
+
+/// Checks that a checkpoint can be written at `path` (its folder exists and is writable), so
+/// a bad `--save` fails before the first epoch rather than after it.
+pub(super) fn check_writable_file(path: &Path) -> Result<(), TrainError> {
+    if path.is_dir() {
+        let e = std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder");
+        return Err(write_error(path, e));
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let probe = parent.join(format!(".forgia-write-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| write_error(path, e))?;
+    std::fs::remove_file(&probe).map_err(|e| write_error(&probe, e))
+}
+
+/// One finished epoch.
+#[derive(Clone, Debug)]
+pub(super) struct EpochRow {
+    /// 1-based epoch number.
+    pub(super) epoch: u64,
+    /// Mean training loss over the epoch's samples.
+    pub(super) train_loss: f64,
+    /// The job's metric after the epoch.
+    pub(super) metric: f64,
+    /// Wall time of training plus evaluation.
+    pub(super) seconds: f64,
+}
+
+impl EpochRow {
+    /// The line printed after each epoch, e.g. `epoch 3: train loss 0.1690, test accuracy 96.30%, 11.9 s`.
+    pub(super) fn line(&self, metric: Metric) -> String {
+        format!(
+            "epoch {}: train loss {:.4}, {} {}, {:.2} s",
+            self.epoch,
+            self.train_loss,
+            metric.label(),
+            metric.format(self.metric),
+            self.seconds
+        )
+    }
+}
+
+/// Prints the table of every epoch of this run and the final metric.
+pub(super) fn print_summary(metric: Metric, rows: &[EpochRow]) {
+    let Some(last) = rows.last() else { return };
+    let mut table = format!("\n{:>5}  {:>10}  {:>15}  {:>8}\n", "epoch", "train loss", metric.label(), "time (s)");
+    for r in rows {
+        let _ = writeln!(
+            table,
+            "{:>5}  {:>10.4}  {:>15}  {:>8.2}",
+            r.epoch,
+            r.train_loss,
+            metric.format(r.metric),
+            r.seconds
+        );
+    }
+    print!("{table}");
+    println!("final {}: {}", metric.label(), metric.format(last.metric));
+}
+
+/// The live progress bar of one epoch: loss, accuracy and samples per second. Hidden when
+/// stderr is not a terminal.
+pub(super) struct Progress {
+    bar: ProgressBar,
+    start: Instant,
+}
+
+impl Progress {
+    pub(super) fn new(epoch: u64, epochs: u64, steps: usize) -> Progress {
+        let bar = ProgressBar::new(steps as u64);
+        let template = "{prefix} [{bar:30.cyan/blue}] {pos}/{len} {msg}";
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_prefix(format!("epoch {epoch}/{epochs}"));
+        Progress { bar, start: Instant::now() }
+    }
+
+    /// After each step: the running mean loss, the running accuracy (classifiers) and the
+    /// throughput so far.
+    pub(super) fn update(&mut self, loss: f64, accuracy: Option<f64>, samples: usize) {
+        let rate = samples as f64 / self.start.elapsed().as_secs_f64().max(1e-9);
+        let accuracy = accuracy.map(|a| format!(" acc {a:.1}%")).unwrap_or_default();
+        self.bar.set_message(format!("loss {loss:.4}{accuracy} {rate:.0} samples/s"));
+        self.bar.inc(1);
+    }
+
+    pub(super) fn finish(self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The loss curve and epoch metrics of a run, written to `loss.csv` and `loss.png`.
+pub(super) struct Log {
+    dir: PathBuf,
+    metric: Metric,
+    steps: Vec<(u64, f32)>,
+    epochs: Vec<(u64, EpochRow)>,
+    rows: String,
+}
+
+impl Log {
+    pub(super) fn new(dir: &Path, metric: Metric) -> Log {
+        Log { dir: dir.to_path_buf(), metric, steps: Vec::new(), epochs: Vec::new(), rows: String::new() }
+    }
+
+    pub(super) fn csv_path(&self) -> PathBuf {
+        self.dir.join("loss.csv")
+    }
+
+    pub(super) fn png_path(&self) -> PathBuf {
+        self.dir.join("loss.png")
+    }
+
+    /// Records the loss of optimizer step `step` (1-based) in epoch `epoch` (1-based).
+    pub(super) fn step(&mut self, step: u64, epoch: u64, loss: f32) {
+        self.steps.push((step, loss));
+        let _ = writeln!(self.rows, "step,{step},{epoch},{loss:.6},");
+    }
+
+    /// Records a finished epoch, `step` being the last step taken.
+    pub(super) fn epoch(&mut self, step: u64, row: &EpochRow) {
+        self.epochs.push((step, row.clone()));
+        let _ = writeln!(self.rows, "epoch,{step},{},{:.6},{:.6}", row.epoch, row.train_loss, row.metric);
+    }
+
+    /// The CSV: header `kind,step,epoch,loss,<metric>`; one `step` row per optimizer step
+    /// (its batch loss, metric empty) and one `epoch` row per epoch (the mean training loss
+    /// and the metric), in the order they happened.
+    fn csv(&self) -> String {
+        let mut s = format!("kind,step,epoch,loss,{}\n", self.metric.column());
+        s.push_str(&self.rows);
+        s
+    }
+
+    /// Rewrites `loss.csv` and `loss.png` (each through a temporary file and a rename).
+    pub(super) fn write(&self) -> Result<(), TrainError> {
+        let csv = self.csv_path();
+        let tmp = self.dir.join(".loss.csv.tmp");
+        std::fs::write(&tmp, self.csv()).map_err(|e| write_error(&tmp, e))?;
+        std::fs::rename(&tmp, &csv).map_err(|e| write_error(&csv, e))?;
+        let png = self.png_path();
+        let tmp = self.dir.join(".loss.tmp.png");
+        plot(&tmp, &self.steps, &self.epochs).map_err(|e| write_error(&png, std::io::Error::other(e)))?;
+        std::fs::rename(&tmp, &png).map_err(|e| write_error(&png, e))
+    }
+}
+
+const WIDTH: u32 = 800;
+const HEIGHT: u32 = 480;
+const MARGIN: i32 = 30;
+
+/// Draws the loss curve without any text (no font needed): axes, light horizontal grid lines
+/// at quarters of the maximum loss, grey verticals at epoch ends, the per-step loss in light
+/// blue and the per-epoch mean training loss in dark blue. The y axis starts at 0.
+fn plot(path: &Path, steps: &[(u64, f32)], epochs: &[(u64, EpochRow)]) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let (w, h) = (WIDTH as i32 - 2 * MARGIN, HEIGHT as i32 - 2 * MARGIN);
+    let first = steps.first().map_or(0, |s| s.0) as f64;
+    let last = steps.last().map_or(1, |s| s.0).max(first as u64 + 1) as f64;
+    let top = steps.iter().map(|s| s.1 as f64).filter(|v| v.is_finite()).fold(1e-6, f64::max);
+    let x = |step: f64| MARGIN + ((step - first) / (last - first) * w as f64).round() as i32;
+    let y = |loss: f64| MARGIN + h - ((loss / top).clamp(0.0, 1.0) * h as f64).round() as i32;
+    let grey = RGBColor(225, 225, 225);
+    for q in 1..=4 {
+        let yq = y(top * q as f64 / 4.0);
+        root.draw(&PathElement::new(vec![(MARGIN, yq), (MARGIN + w, yq)], grey)).map_err(|e| err(&e))?;
+    }
+    for (at, _) in epochs {
+        let xe = x(*at as f64);
+        root.draw(&PathElement::new(vec![(xe, MARGIN), (xe, MARGIN + h)], RGBColor(200, 200, 200)))
+            .map_err(|e| err(&e))?;
+    }
+    let axes = vec![(MARGIN, MARGIN), (MARGIN, MARGIN + h), (MARGIN + w, MARGIN + h)];
+    root.draw(&PathElement::new(axes, BLACK.stroke_width(2))).map_err(|e| err(&e))?;
+    let curve: Vec<(i32, i32)> = steps.iter().map(|&(s, l)| (x(s as f64), y(l as f64))).collect();
+    root.draw(&PathElement::new(curve, RGBColor(150, 190, 235))).map_err(|e| err(&e))?;
+    let means: Vec<(i32, i32)> = epochs.iter().map(|(at, r)| (x(*at as f64), y(r.train_loss))).collect();
+    if means.len() > 1 {
+        root.draw(&PathElement::new(means.clone(), RGBColor(20, 60, 160).stroke_width(3))).map_err(|e| err(&e))?;
+    }
+    for p in means {
+        root.draw(&Circle::new(p, 4, RGBColor(20, 60, 160).filled())).map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))
+}

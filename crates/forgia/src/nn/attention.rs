@@ -1,0 +1,142 @@
+//! [`MultiHeadAttention`]: self-attention with `q`, `k`, `v`, `o` projections (with bias) over
+//! [`Tensor::scaled_dot_product_attention`], optionally causal.
+
+use super::{visit_child, visit_child_mut, Forward, Linear, Module};
+use crate::error::{fail, ErrorKind, Result};
+use crate::ops::attention::AttentionOptions;
+use crate::tensor::{Rng, Tensor};
+
+/// Multi-head self-attention over `x [B, S, D]`:
+/// `o(concat_heads(softmax(q kᵀ / √dh [+ causal mask]) v))` with `q = x Wqᵀ + bq` (and so on),
+/// heads split as `reshape(B, S, H, dh).transpose(1, 2)`.
+///
+/// Parameters: `q.weight`, `q.bias`, `k.*`, `v.*`, `o.*`, each projection `[D, D]` + `[D]`.
+///
+/// ```
+/// use forgia::nn::{Forward, Module, MultiHeadAttention};
+/// use forgia::{Rng, Tensor};
+/// let attn = MultiHeadAttention::new(16, 4, true, &mut Rng::new(0))?;
+/// assert_eq!(attn.num_parameters(), 4 * (16 * 16 + 16));
+/// let y = attn.forward(&Tensor::zeros(&[2, 5, 16]))?;
+/// assert_eq!(y.shape(), &[2, 5, 16]);
+/// # Ok::<(), forgia::Error>(())
+/// ```
+pub struct MultiHeadAttention {
+    /// Query projection.
+    pub q: Linear,
+    /// Key projection.
+    pub k: Linear,
+    /// Value projection.
+    pub v: Linear,
+    /// Output projection.
+    pub o: Linear,
+    /// Number of heads (divides the model width).
+    pub heads: usize,
+    /// Whether position `i` attends only to positions `j <= i`.
+    pub causal: bool,
+}
+
+impl MultiHeadAttention {
+    /// Attention of width `d_model` with `heads` heads; the four projections are initialized
+    /// like [`Linear::new`], drawn in the order q, k, v, o.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `heads` is zero or does not divide `d_model`.
+    pub fn new(d_model: usize, heads: usize, causal: bool, rng: &mut Rng) -> Result<MultiHeadAttention> {
+        check_heads("MultiHeadAttention::new", d_model, heads)?;
+        let q = Linear::new(d_model, d_model, true, rng)?;
+        let k = Linear::new(d_model, d_model, true, rng)?;
+        let v = Linear::new(d_model, d_model, true, rng)?;
+        let o = Linear::new(d_model, d_model, true, rng)?;
+        Ok(MultiHeadAttention { q, k, v, o, heads, causal })
+    }
+
+    /// The model width.
+    pub fn d_model(&self) -> usize {
+        self.q.out_features()
+    }
+
+    /// Attention of `x [B, S, D]`, giving `[B, S, D]`.
+    ///
+    /// # Errors
+    /// `RankMismatch` for an input that is not rank 3; `ShapeMismatch` when its width is not
+    /// the model width.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let params: Vec<Tensor> = self.named_parameters().into_iter().map(|(_, t)| t).collect();
+        attention(x, &params, self.heads, self.causal)
+    }
+}
+
+pub(super) fn check_heads(op: &'static str, d_model: usize, heads: usize) -> Result<()> {
+    if heads == 0 || d_model == 0 || !d_model.is_multiple_of(heads) {
+        return fail(ErrorKind::InvalidArgument {
+            op,
+            arg: "heads",
+            reason: format!("{heads} heads must be positive and divide d_model {d_model}"),
+        });
+    }
+    Ok(())
+}
+
+/// `x · Wᵀ + b`.
+pub(super) fn affine(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
+    x.matmul(&w.transpose(0, 1)?)?.add(b)
+}
+
+/// The attention math over explicit parameters `[qw, qb, kw, kb, vw, vb, ow, ob]` (the visit
+/// order), shared by the module and checkpointed callers.
+pub(super) fn attention(x: &Tensor, p: &[Tensor], heads: usize, causal: bool) -> Result<Tensor> {
+    if p.len() != 8 {
+        return fail(ErrorKind::InvalidArgument {
+            op: "MultiHeadAttention",
+            arg: "parameters",
+            reason: format!("expected q, k, v, o weights and biases (8 tensors), got {}", p.len()),
+        });
+    }
+    let d = p[0].shape()[0];
+    if x.rank() != 3 {
+        return fail(ErrorKind::RankMismatch {
+            op: "MultiHeadAttention",
+            expected: "rank 3 [B, S, D]",
+            shape: x.shape().to_vec(),
+        });
+    }
+    let (b, s) = (x.shape()[0], x.shape()[1]);
+    if x.shape()[2] != d {
+        return fail(ErrorKind::ShapeMismatch {
+            op: "MultiHeadAttention",
+            lhs: x.shape().to_vec(),
+            rhs: vec![b, s, d],
+        });
+    }
+    let split = |t: Tensor| t.reshape(&[b, s, heads, d / heads])?.transpose(1, 2);
+    let q = split(affine(x, &p[0], &p[1])?)?;
+    let k = split(affine(x, &p[2], &p[3])?)?;
+    let v = split(affine(x, &p[4], &p[5])?)?;
+    let opts = AttentionOptions { causal, ..AttentionOptions::default() };
+    let y = q.scaled_dot_product_attention(&k, &v, opts)?;
+    let merged = y.transpose(1, 2)?.reshape(&[b, s, d])?;
+    affine(&merged, &p[6], &p[7])
+}
+
+impl Module for MultiHeadAttention {
+    fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor)) {
+        visit_child("q", &self.q, f);
+        visit_child("k", &self.k, f);
+        visit_child("v", &self.v, f);
+        visit_child("o", &self.o, f);
+    }
+
+    fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        visit_child_mut("q", &mut self.q, f);
+        visit_child_mut("k", &mut self.k, f);
+        visit_child_mut("v", &mut self.v, f);
+        visit_child_mut("o", &mut self.o, f);
+    }
+}
+
+impl Forward for MultiHeadAttention {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        MultiHeadAttention::forward(self, x)
+    }
+}
