@@ -30,7 +30,7 @@ pub(crate) enum BenchError {
     Forgia(#[from] forgia::Error),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W7", "W7ckpt", "W8"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -46,6 +46,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W3" => w3_branches(args.reps)?,
             "W4" => w4_cnn(args.reps)?,
             "W5" => w5_gemm(args.reps)?,
+            "W6" => w6_transformer(args.reps)?,
             "W7" => w7_residual(args.reps, false)?,
             "W7CKPT" => w7_residual(args.reps, true)?,
             "W8" => w8_deep(args.reps)?,
@@ -300,4 +301,29 @@ fn w7_residual(reps: usize, ckpt: bool) -> Result<String, forgia::Error> {
             ("step_mb", format!("{:.0}", peak - before)),
         ],
     ))
+}
+
+/// W6: one AdamW step of a character transformer (vocab 65, context 64, d_model 128, 4 layers,
+/// 4 heads, MLP 4× with GELU, pre-LayerNorm, learned positions, causal) on a batch of 32.
+fn w6_transformer(reps: usize) -> Result<String, forgia::Error> {
+    use crate::train::charlm::{CharTransformer, Config};
+    use forgia::nn::Module;
+    use forgia::optim::{AdamConfig, AdamW, Optimizer};
+    let config = Config { vocab: 65, context: 64, d_model: 128, heads: 4, layers: 4 };
+    let mut model = CharTransformer::new(config, 6, false)?;
+    let mut rng = forgia::Rng::new(6);
+    let (batch, context) = (32, 64);
+    let ids: Vec<usize> = (0..batch * context).map(|_| rng.below(65)).collect();
+    let targets: Vec<usize> = (0..batch * context).map(|_| rng.below(65)).collect();
+    let ids = forgia::Indices::new(ids.iter().map(|&i| i as i64).collect(), &[batch, context])?;
+    let targets = forgia::Indices::from(targets);
+    let mut opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
+    let ms = median_ms(reps, || {
+        let logits = model.forward(&ids)?.reshape(&[batch * context, 65])?;
+        forgia::loss::cross_entropy(&logits, &targets, Default::default())?.backward()?;
+        opt.step(&mut model)?;
+        model.zero_grad();
+        Ok(())
+    })?;
+    Ok(line("W6", ms, &[]))
 }

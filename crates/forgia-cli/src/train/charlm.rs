@@ -6,22 +6,22 @@ use forgia::{Indices, Rng, Tensor};
 
 /// Sizes of a [`CharTransformer`].
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Config {
+pub(crate) struct Config {
     /// Tokens in the vocabulary.
-    pub(super) vocab: usize,
+    pub(crate) vocab: usize,
     /// The longest sequence (positions with an embedding).
-    pub(super) context: usize,
+    pub(crate) context: usize,
     /// Model width.
-    pub(super) d_model: usize,
+    pub(crate) d_model: usize,
     /// Attention heads per block.
-    pub(super) heads: usize,
+    pub(crate) heads: usize,
     /// Number of blocks.
-    pub(super) layers: usize,
+    pub(crate) layers: usize,
 }
 
 /// A GPT-style character model. Parameters `tok_emb.weight`, `pos_emb.weight`,
 /// `blocks.<i>.*` (see [`TransformerBlock`]), `ln_f.*`, `head.*`.
-pub(super) struct CharTransformer {
+pub(crate) struct CharTransformer {
     tok_emb: Embedding,
     pos_emb: Embedding,
     blocks: Vec<TransformerBlock>,
@@ -32,7 +32,7 @@ pub(super) struct CharTransformer {
 
 impl CharTransformer {
     /// A model drawn from `Rng::new(seed)`; `checkpoint` recomputes each block in backward.
-    pub(super) fn new(config: Config, seed: u64, checkpoint: bool) -> forgia::Result<CharTransformer> {
+    pub(crate) fn new(config: Config, seed: u64, checkpoint: bool) -> forgia::Result<CharTransformer> {
         let mut rng = Rng::new(seed);
         let d = config.d_model;
         let tok_emb = Embedding::new(config.vocab, d, &mut rng)?;
@@ -46,7 +46,7 @@ impl CharTransformer {
     }
 
     /// Next-token logits `[B, T, vocab]` for token ids `[B, T]` (`T` up to the context).
-    pub(super) fn forward(&self, ids: &Indices) -> forgia::Result<Tensor> {
+    pub(crate) fn forward(&self, ids: &Indices) -> forgia::Result<Tensor> {
         let t = ids.shape().get(1).copied().unwrap_or(0);
         let positions = Indices::from((0..t).collect::<Vec<usize>>());
         let mut h = self.tok_emb.forward(ids)?.add(&self.pos_emb.forward(&positions)?)?;

@@ -2,7 +2,7 @@
 //! logs) and the three jobs — [`mnist`] (a CNN on the MNIST subset), [`words`] (a
 //! character-level transformer on the word list) and [`spirals`] (an MLP on two spirals).
 
-mod charlm;
+pub(crate) mod charlm;
 mod job;
 mod mnist;
 mod report;
