@@ -1,0 +1,189 @@
+//! One table over the public ops and constructors: wrong shapes, bad axes, bad indices,
+//! non-finite arguments where they matter, and empty tensors. Every row must come back as an
+//! `Err` with its named kind — never a panic, never a silently wrong value.
+
+use forgia::loss::{self, CrossEntropyOptions, Reduction};
+use forgia::{AttentionOptions, Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, ErrorKind, Indices, Tensor};
+
+fn t(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    Tensor::from_vec((0..n).map(|i| (i % 7) as f32 * 0.1 + 0.1).collect(), shape).unwrap()
+}
+
+fn idx(v: &[i64], shape: &[usize]) -> Indices {
+    Indices::new(v.to_vec(), shape).unwrap()
+}
+
+type Check = fn(&ErrorKind) -> bool;
+
+fn shape(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::ShapeMismatch { .. } | ErrorKind::RankMismatch { .. })
+}
+fn axis(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::AxisOutOfRange { .. })
+}
+fn index(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::IndexOutOfRange { .. })
+}
+fn arg(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::InvalidArgument { .. })
+}
+fn empty(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::EmptyTensor { .. })
+}
+fn reshape(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::InvalidReshape { .. })
+}
+
+#[test]
+fn every_public_op_turns_bad_input_into_its_named_error() {
+    let (a23, a34, a4) = (t(&[2, 3]), t(&[3, 4]), t(&[4]));
+    let img = t(&[1, 2, 5, 5]);
+    let q = t(&[1, 2, 4, 8]);
+    let ce = CrossEntropyOptions::default();
+    let rows: Vec<(&str, forgia::Result<Tensor>, Check)> = vec![
+        // Constructors.
+        ("from_vec length", Tensor::from_vec(vec![1.0; 5], &[2, 3]), |k| matches!(k, ErrorKind::LengthMismatch { .. })),
+        ("arange zero step", Tensor::arange(0.0, 1.0, 0.0), arg),
+        ("arange NaN step", Tensor::arange(0.0, 1.0, f32::NAN), arg),
+        ("one_hot index", Tensor::one_hot(&[3], 3), index),
+        // Broadcasting binary ops.
+        ("add", a23.add(&a4), shape),
+        ("sub", a23.sub(&a4), shape),
+        ("mul", a23.mul(&a4), shape),
+        ("div", a23.div(&a4), shape),
+        ("pow", a23.pow(&a4), shape),
+        ("maximum", a23.maximum(&a4), shape),
+        ("minimum", a23.minimum(&a4), shape),
+        ("where_ shapes", Tensor::where_(&Tensor::ones(&[4]), &a23, &a23), shape),
+        ("where_ non-binary mask", Tensor::where_(&Tensor::full(&[2, 3], 0.5), &a23, &a23), arg),
+        ("masked_fill", a23.masked_fill(&Tensor::ones(&[4]), 0.0), shape),
+        ("clamp min > max", a23.clamp(1.0, 0.0), arg),
+        ("clamp NaN bound", a23.clamp(f32::NAN, 1.0), arg),
+        // Reductions.
+        ("sum axis", a23.sum(2, false), axis),
+        ("sum duplicate axis", a23.sum([1, -1], false), |k| matches!(k, ErrorKind::DuplicateAxis { .. })),
+        ("sum unknown name", a23.sum("rows", false), |k| matches!(k, ErrorKind::UnknownAxisName { .. })),
+        ("mean empty", t(&[0, 3]).mean(0, false), empty),
+        ("mean_all empty", t(&[0]).mean_all(), empty),
+        ("max axis", a23.max(-3, false), axis),
+        ("max empty axis", t(&[0, 3]).max(0, false), empty),
+        ("min axis", a23.min(5, false), axis),
+        ("max_all empty", t(&[0]).max_all(), empty),
+        ("var correction", a23.var(1, 3, false), arg),
+        ("logsumexp axis", a23.logsumexp(3, false), axis),
+        ("prod axis", a23.prod(2, false), axis),
+        ("cumsum axis", a23.cumsum(2), axis),
+        // Contractions.
+        ("matmul inner", a23.matmul(&a4), shape),
+        ("matmul rank 0", a23.matmul(&Tensor::scalar(1.0)), shape),
+        ("matmul batch", t(&[2, 2, 3]).matmul(&t(&[3, 3, 4])), shape),
+        ("dot sizes", a23.dot(&a34, 0), shape),
+        ("einsum inputs", Tensor::einsum("ij,jk", &a23, &a23), |k| shape(k) || arg(k)),
+        ("einsum equation", Tensor::einsum("ij->", &a23, &a34), arg),
+        // Shapes.
+        ("reshape", a23.reshape(&[4]), reshape),
+        ("reshape_infer", a23.reshape_infer(&[-1, -1]), |k| reshape(k) || arg(k)),
+        ("permute", a23.permute(&[0]), shape),
+        ("transpose", a23.transpose(0, 2), axis),
+        ("narrow", a23.narrow(1, 2, 2), index),
+        ("slice step", a23.slice(0, 0, 2, 0), arg),
+        ("broadcast_to", a23.broadcast_to(&[3, 3]), shape),
+        ("squeeze", a23.squeeze(0), reshape),
+        ("unsqueeze", a23.unsqueeze(3), axis),
+        ("flatten order", t(&[2, 3, 4]).flatten(2, 0), arg),
+        ("concat shapes", Tensor::concat(&[&a23, &a34], 0), shape),
+        ("concat none", Tensor::concat(&[], 0), |k| arg(k) || empty(k)),
+        ("stack shapes", Tensor::stack(&[&a23, &a34], 0), shape),
+        ("pad count", a23.pad(&[(1, 1)], 0.0), shape),
+        ("repeat count", a23.repeat(&[2]), shape),
+        ("flip axis", a23.flip(2), axis),
+        // Indexing.
+        ("index_select range", a23.index_select(1, &idx(&[3], &[1])), index),
+        ("index_select negative", a23.index_select(1, &idx(&[-1], &[1])), index),
+        ("gather range", a23.gather(1, &idx(&[0, 1, 9, 0, 1, 2], &[2, 3])), index),
+        ("gather rank", a23.gather(1, &idx(&[0, 1], &[2])), shape),
+        ("scatter_add range", a23.scatter_add(1, &idx(&[0, 1, 5, 0, 1, 2], &[2, 3]), &a23), index),
+        ("index_add range", a23.index_add(0, &idx(&[2], &[1]), &t(&[1, 3])), index),
+        ("index_add src", a23.index_add(0, &idx(&[1], &[1]), &t(&[1, 4])), shape),
+        // Softmax and losses.
+        ("softmax axis", a23.softmax(2), axis),
+        ("log_softmax axis", a23.log_softmax(-3), axis),
+        ("cross_entropy label", loss::cross_entropy(&a23, &idx(&[0, 3], &[2]), ce), index),
+        ("cross_entropy count", loss::cross_entropy(&a23, &idx(&[0], &[1]), ce), shape),
+        (
+            "cross_entropy smoothing NaN",
+            loss::cross_entropy(&a23, &idx(&[0, 1], &[2]), CrossEntropyOptions { label_smoothing: f32::NAN, ..ce }),
+            arg,
+        ),
+        ("mse_loss", loss::mse_loss(&a23, &a34, Reduction::Mean), shape),
+        ("huber_loss delta", loss::huber_loss(&a23, &a23, -1.0, Reduction::Mean), arg),
+        ("bce_with_logits", loss::binary_cross_entropy_with_logits(&a23, &a4, Reduction::Sum), shape),
+        ("kl_div", loss::kl_div(&a23, &a34, Reduction::BatchMean), shape),
+        // Convolution, pooling, normalization, attention.
+        (
+            "conv2d kernel larger than padded input",
+            img.conv2d(&t(&[1, 2, 7, 7]), None, Conv2dOptions::default()),
+            |k| arg(k) || shape(k),
+        ),
+        ("conv2d groups", img.conv2d(&t(&[3, 1, 3, 3]), None, Conv2dOptions { groups: 3, ..Default::default() }), arg),
+        ("conv2d channels", img.conv2d(&t(&[1, 3, 3, 3]), None, Conv2dOptions::default()), shape),
+        ("conv2d bias", img.conv2d(&t(&[4, 2, 3, 3]), Some(&t(&[3])), Conv2dOptions::default()), shape),
+        (
+            "conv2d zero stride",
+            img.conv2d(&t(&[1, 2, 3, 3]), None, Conv2dOptions { stride: (0, 1), ..Default::default() }),
+            arg,
+        ),
+        ("conv1d rank", img.conv1d(&t(&[1, 2, 3]), None, Conv1dOptions::default()), shape),
+        (
+            "conv_transpose2d output_padding",
+            img.conv_transpose2d(
+                &t(&[2, 1, 3, 3]),
+                None,
+                ConvTranspose2dOptions { output_padding: (2, 2), ..Default::default() },
+            ),
+            arg,
+        ),
+        ("max_pool2d kernel", img.max_pool2d((7, 7), (1, 1), (0, 0)), |k| arg(k) || shape(k)),
+        ("avg_pool2d rank", a23.avg_pool2d((2, 2), (2, 2), (0, 0)), shape),
+        ("upsample scale 0", img.upsample_nearest2d(0), arg),
+        ("layer_norm shape", a23.layer_norm(&[4], None, None, 1e-5), shape),
+        ("layer_norm weight", a23.layer_norm(&[3], Some(&a4), None, 1e-5), shape),
+        ("rms_norm weight", a23.rms_norm(Some(&a4), 1e-5), shape),
+        ("group_norm groups", img.group_norm(3, None, None, 1e-5), arg),
+        ("dropout p", a23.dropout(1.5, 0, true), arg),
+        ("dropout NaN p", a23.dropout(f32::NAN, 0, true), arg),
+        (
+            "attention mask",
+            q.scaled_dot_product_attention(
+                &q,
+                &q,
+                AttentionOptions { causal: false, mask: Some(&t(&[3, 3])), scale: None },
+            ),
+            shape,
+        ),
+        ("attention rank", a23.scaled_dot_product_attention(&a23, &a23, AttentionOptions::default()), shape),
+        ("rope odd dim", t(&[1, 1, 2, 3]).rope(10000.0), arg),
+        ("ternary_ste_matmul", a23.ternary_ste_matmul(&a34), shape),
+    ];
+    let mut failures = vec![];
+    for (name, result, check) in rows {
+        match result {
+            Ok(v) => failures.push(format!("{name}: accepted, gave shape {:?}", v.shape())),
+            Err(e) if !check(e.kind()) => failures.push(format!("{name}: wrong kind: {e:?}")),
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn empty_tensors_flow_through_ops_that_allow_them() {
+    let e = t(&[0, 3]);
+    assert_eq!(e.tanh().shape(), &[0, 3]);
+    assert_eq!(e.add(&t(&[3])).unwrap().shape(), &[0, 3]);
+    assert_eq!(e.sum(0, false).unwrap().to_vec(), vec![0.0; 3]);
+    assert_eq!(e.matmul(&t(&[3, 2])).unwrap().shape(), &[0, 2]);
+    assert_eq!(e.softmax(1).unwrap().shape(), &[0, 3]);
+    assert_eq!(Tensor::concat(&[&e, &t(&[1, 3])], 0).unwrap().shape(), &[1, 3]);
+}
