@@ -75,7 +75,7 @@ pub fn huber_loss(input: &Tensor, target: &Tensor, delta: f32, reduction: Reduct
 /// `ShapeMismatch`; `EmptyTensor` for a `Mean` of nothing.
 pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     same_shape("binary_cross_entropy_with_logits", logits, target)?;
-    let l = unary(logits, Softplus).sub(&logits.mul(target)?)?;
+    let l = logits.softplus().sub(&logits.mul(target)?)?;
     reduce("binary_cross_entropy_with_logits", l, reduction)
 }
 
@@ -90,43 +90,6 @@ pub fn kl_div(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<T
     same_shape("kl_div", input, target)?;
     let l = unary(target, XLogX).sub(&target.mul(input)?)?;
     reduce("kl_div", l, reduction)
-}
-
-/// `log(1 + e^x)`, stable for large `|x|`.
-struct Softplus;
-impl UnaryRule for Softplus {
-    const NAME: &'static str = "softplus";
-    const USES_OUTPUT: bool = false;
-    fn f(&self, x: f32) -> f32 {
-        x.max(0.0) + (-x.abs()).exp().ln_1p()
-    }
-    fn df(&self, x: f32) -> f32 {
-        Sigmoid.f(x)
-    }
-    fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(unary(x, Sigmoid))
-    }
-}
-
-/// `1 / (1 + e^-x)`.
-struct Sigmoid;
-impl UnaryRule for Sigmoid {
-    const NAME: &'static str = "sigmoid";
-    const USES_OUTPUT: bool = true;
-    fn f(&self, x: f32) -> f32 {
-        if x >= 0.0 {
-            1.0 / (1.0 + (-x).exp())
-        } else {
-            let e = x.exp();
-            e / (1.0 + e)
-        }
-    }
-    fn df(&self, y: f32) -> f32 {
-        y * (1.0 - y)
-    }
-    fn df_tensor(&self, y: &Tensor) -> Result<Tensor> {
-        y.mul(&y.scale(-1.0).add_scalar(1.0))
-    }
 }
 
 /// `x·ln x`, 0 at 0 (torch's `xlogy(x, x)`).
@@ -145,22 +108,6 @@ impl UnaryRule for XLogX {
         x.ln() + 1.0
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(unary(x, Ln).add_scalar(1.0))
-    }
-}
-
-/// Natural logarithm.
-struct Ln;
-impl UnaryRule for Ln {
-    const NAME: &'static str = "log";
-    const USES_OUTPUT: bool = false;
-    fn f(&self, x: f32) -> f32 {
-        x.ln()
-    }
-    fn df(&self, x: f32) -> f32 {
-        1.0 / x
-    }
-    fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        Tensor::ones_like(x).div(x)
+        Ok(x.log().add_scalar(1.0))
     }
 }
