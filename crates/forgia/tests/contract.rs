@@ -134,3 +134,22 @@ fn bad_contractions_are_named_errors() {
     assert!(matches!(e("i1,jk->i", &a, &b), ErrorKind::InvalidArgument { op: "einsum", .. }));
     assert!(matches!(e("ij,jk->ii", &a, &b), ErrorKind::InvalidArgument { op: "einsum", .. }));
 }
+
+#[test]
+fn the_weight_gradient_of_x_times_w_transposed_arrives_packed_and_exact() {
+    // y = x·Wᵀ: ∂W = gyᵀ·x. The record computes it packed instead of as a strided view.
+    let x = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    let w = Tensor::variable(vec![1.0, 0.0, -1.0, 2.0, 1.0, 0.5, 0.0, 3.0, 1.0, -2.0, 1.0, 1.0], &[4, 3]).unwrap();
+    let gy = Tensor::from_vec((1..=8).map(|v| v as f32).collect(), &[2, 4]).unwrap();
+    x.matmul(&w.transpose(0, 1).unwrap()).unwrap().backward_with_grad(&gy).unwrap();
+    let g = w.grad().unwrap();
+    assert!(g.is_contiguous(), "strides {:?}", g.strides());
+    // gyᵀ·x, row o: gy[0][o]·x[0] + gy[1][o]·x[1]
+    let expected: Vec<f32> = (0..4)
+        .flat_map(|o| {
+            let (a, b) = ((o + 1) as f32, (o + 5) as f32);
+            [a * 1.0 + b * 4.0, a * 2.0 + b * 5.0, a * 3.0 + b * 6.0]
+        })
+        .collect();
+    assert_eq!(g.to_vec(), expected);
+}

@@ -95,6 +95,13 @@ impl Tensor {
     }
 }
 
+/// True for a rank-2 tensor whose elements are a packed matrix read column by column (the
+/// transposed view of a contiguous matrix).
+fn is_transposed_matrix(t: &Tensor) -> bool {
+    let (s, d) = (t.strides(), t.shape());
+    t.rank() == 2 && d[0] > 1 && d[1] > 1 && s[0] == 1 && s[1] == d[0] as isize
+}
+
 struct MatmulBackward {
     a: Tensor,
     b: Tensor,
@@ -113,8 +120,15 @@ impl Backward for MatmulBackward {
             out[0] = Some(sum_to_shape(&gy.matmul_nd(&bt)?, self.a.shape())?);
         }
         if cx.needs_grad(1) {
-            let at = cx.input(0, &self.a).transpose(-1, -2)?;
-            out[1] = Some(sum_to_shape(&at.matmul_nd(gy)?, self.b.shape())?);
+            let a = cx.input(0, &self.a);
+            out[1] = Some(if is_transposed_matrix(&self.b) && a.rank() == 2 {
+                // `b` is a transposed view (as in `x·Wᵀ`): produce `gbᵀ = gyᵀ·a` packed and
+                // hand back its transposed view, so that `W`'s gradient arrives packed after the
+                // transpose's own backward instead of as a strided view every reader must copy.
+                gy.transpose(-1, -2)?.matmul_nd(&a)?.transpose(-1, -2)?
+            } else {
+                sum_to_shape(&a.transpose(-1, -2)?.matmul_nd(gy)?, self.b.shape())?
+            });
         }
         Ok(out)
     }
