@@ -83,6 +83,11 @@ impl Optimizer for Sgd {
         let c = self.config;
         let lr = self.state.lr;
         apply("Sgd::step", model, &mut self.state, |p, g, st| {
+            if c.weight_decay == 0.0 && c.momentum == 0.0 {
+                // Plain SGD: no need for a private copy of the gradient.
+                p.iter_mut().zip(g).for_each(|(p, g)| *p -= lr * g);
+                return;
+            }
             let mut d: Vec<f32> = g.to_vec();
             if c.weight_decay != 0.0 {
                 d.iter_mut().zip(p.iter()).for_each(|(d, p)| *d += c.weight_decay * p);
