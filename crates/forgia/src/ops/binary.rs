@@ -48,10 +48,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("add", self, other, |a, b| a + b)?;
-        Ok(attach(out, &[self, other], || AddBackward {
-            shapes: [self.shape().into(), other.shape().into()],
-            sign: 1.0,
-        }))
+        Ok(attach(out, &[self, other], || AddBackward { shapes: Shapes::new(self, other), sign: 1.0 }))
     }
 
     /// `a - b` with broadcasting.
@@ -62,10 +59,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("sub", self, other, |a, b| a - b)?;
-        Ok(attach(out, &[self, other], || AddBackward {
-            shapes: [self.shape().into(), other.shape().into()],
-            sign: -1.0,
-        }))
+        Ok(attach(out, &[self, other], || AddBackward { shapes: Shapes::new(self, other), sign: -1.0 }))
     }
 
     /// `a * b` elementwise with broadcasting.
@@ -76,7 +70,10 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("mul", self, other, |a, b| a * b)?;
-        Ok(attach(out, &[self, other], || MulBackward { a: self.detach(), b: other.detach() }))
+        Ok(attach(out, &[self, other], || MulBackward {
+            saved: Partners::new(self, other),
+            shapes: Shapes::new(self, other),
+        }))
     }
 
     /// `a / b` elementwise with broadcasting.
@@ -162,8 +159,67 @@ fn scalar_map(x: &Tensor, f: impl Fn(f32) -> f32 + Sync, slope: f32) -> Tensor {
     attach(out, &[x], || ScaleBackward { s: slope })
 }
 
+/// The operand shapes a broadcasting record reduces its gradients to: nothing stored when both
+/// operands have the output's shape (the common case; a record stays a few bytes).
+pub(crate) struct Shapes(Option<Box<[Shape; 2]>>);
+
+impl Shapes {
+    pub(crate) fn new(a: &Tensor, b: &Tensor) -> Shapes {
+        if a.shape() == b.shape() {
+            Shapes(None)
+        } else {
+            Shapes(Some(Box::new([a.shape().into(), b.shape().into()])))
+        }
+    }
+
+    /// Operand `i`'s shape, given the incoming gradient (which has the output's shape).
+    pub(crate) fn get<'s>(&'s self, i: usize, gy: &'s Tensor) -> &'s [usize] {
+        match &self.0 {
+            None => gy.shape(),
+            Some(shapes) => &shapes[i],
+        }
+    }
+}
+
+/// The operand values a product's backward reads: each operand's gradient needs only the
+/// other operand, so a constant's partner is not kept.
+enum Partners {
+    /// Only `a` (operand 0) is kept: only operand 1 needs a gradient.
+    A(Tensor),
+    /// Only `b` (operand 1) is kept: only operand 0 needs a gradient.
+    B(Tensor),
+    /// Both operands need gradients.
+    Both(Box<(Tensor, Tensor)>),
+}
+
+impl Partners {
+    fn new(a: &Tensor, b: &Tensor) -> Partners {
+        match (a.requires_grad(), b.requires_grad()) {
+            (true, true) => Partners::Both(Box::new((a.detach(), b.detach()))),
+            (true, false) => Partners::B(b.detach()),
+            _ => Partners::A(a.detach()),
+        }
+    }
+
+    fn a(&self) -> Option<&Tensor> {
+        match self {
+            Partners::A(a) => Some(a),
+            Partners::Both(ab) => Some(&ab.0),
+            Partners::B(_) => None,
+        }
+    }
+
+    fn b(&self) -> Option<&Tensor> {
+        match self {
+            Partners::B(b) => Some(b),
+            Partners::Both(ab) => Some(&ab.1),
+            Partners::A(_) => None,
+        }
+    }
+}
+
 struct AddBackward {
-    shapes: [Shape; 2],
+    shapes: Shapes,
     sign: f32,
 }
 
@@ -179,10 +235,10 @@ impl Backward for AddBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(gy, &self.shapes[0])?);
+            out[0] = Some(sum_to_shape(gy, self.shapes.get(0, gy))?);
         }
         if cx.needs_grad(1) {
-            let g = sum_to_shape(gy, &self.shapes[1])?;
+            let g = sum_to_shape(gy, self.shapes.get(1, gy))?;
             out[1] = Some(if self.sign < 0.0 { g.scale(-1.0) } else { g });
         }
         Ok(out)
@@ -190,8 +246,8 @@ impl Backward for AddBackward {
 }
 
 struct MulBackward {
-    a: Tensor,
-    b: Tensor,
+    saved: Partners,
+    shapes: Shapes,
 }
 
 impl Backward for MulBackward {
@@ -201,11 +257,14 @@ impl Backward for MulBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let mut out: Grads = SmallVec::from_elem(None, 2);
+        let kept = "a product keeps the partner of every operand that needs a gradient";
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(&gy.mul(&cx.input(1, &self.b))?, self.a.shape())?);
+            let b = cx.input(1, self.saved.b().expect(kept));
+            out[0] = Some(sum_to_shape(&gy.mul(&b)?, self.shapes.get(0, gy))?);
         }
         if cx.needs_grad(1) {
-            out[1] = Some(sum_to_shape(&gy.mul(&cx.input(0, &self.a))?, self.b.shape())?);
+            let a = cx.input(0, self.saved.a().expect(kept));
+            out[1] = Some(sum_to_shape(&gy.mul(&a)?, self.shapes.get(1, gy))?);
         }
         Ok(out)
     }
