@@ -83,7 +83,7 @@ impl Tensor {
             });
         }
         let mut out = view(self, self.layout.permuted(dims));
-        out.names = self.names.as_ref().map(|n| dims.iter().map(|&d| n[d].clone()).collect());
+        out.names = self.names.as_ref().map(|n| dims.iter().map(|&d| n[d].clone()).collect::<Vec<_>>().into());
         let mut inverse = vec![0; dims.len()];
         for (i, &d) in dims.iter().enumerate() {
             inverse[d] = i;
@@ -182,7 +182,7 @@ impl Tensor {
         out.names = self
             .names
             .as_ref()
-            .map(|n| n.iter().enumerate().filter(|(i, _)| *i != a).map(|(_, v)| v.clone()).collect());
+            .map(|n| n.iter().enumerate().filter(|(i, _)| *i != a).map(|(_, v)| v.clone()).collect::<Vec<_>>().into());
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }
 

@@ -72,7 +72,7 @@ impl<T: Into<Axis>> From<Vec<T>> for Axes {
 }
 
 /// Axis names of a tensor, one optional name per axis.
-pub(crate) type Names = std::sync::Arc<[Option<String>]>;
+pub(crate) type Names = std::sync::Arc<Vec<Option<String>>>;
 
 /// Resolves an axis against a rank and optional names.
 pub(crate) fn resolve(op: &'static str, axis: &Axis, rank: usize, names: Option<&Names>) -> Result<usize> {
