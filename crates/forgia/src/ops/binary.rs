@@ -8,7 +8,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{Names, Shape, Tensor};
+use crate::tensor::{Names, Saved, Shape, Tensor};
 
 /// Output names of a broadcasting op: the names of an operand of full rank; an error when two
 /// named operands disagree.
@@ -185,23 +185,23 @@ impl Shapes {
 /// other operand, so a constant's partner is not kept.
 enum Partners {
     /// Only `a` (operand 0) is kept: only operand 1 needs a gradient.
-    A(Tensor),
+    A(Saved),
     /// Only `b` (operand 1) is kept: only operand 0 needs a gradient.
-    B(Tensor),
+    B(Saved),
     /// Both operands need gradients.
-    Both(Box<(Tensor, Tensor)>),
+    Both(Box<(Saved, Saved)>),
 }
 
 impl Partners {
     fn new(a: &Tensor, b: &Tensor) -> Partners {
         match (a.requires_grad(), b.requires_grad()) {
-            (true, true) => Partners::Both(Box::new((a.detach(), b.detach()))),
-            (true, false) => Partners::B(b.detach()),
-            _ => Partners::A(a.detach()),
+            (true, true) => Partners::Both(Box::new((Saved::new(a), Saved::new(b)))),
+            (true, false) => Partners::B(Saved::new(b)),
+            _ => Partners::A(Saved::new(a)),
         }
     }
 
-    fn a(&self) -> Option<&Tensor> {
+    fn a(&self) -> Option<&Saved> {
         match self {
             Partners::A(a) => Some(a),
             Partners::Both(ab) => Some(&ab.0),
@@ -209,7 +209,7 @@ impl Partners {
         }
     }
 
-    fn b(&self) -> Option<&Tensor> {
+    fn b(&self) -> Option<&Saved> {
         match self {
             Partners::B(b) => Some(b),
             Partners::Both(ab) => Some(&ab.1),
@@ -259,11 +259,11 @@ impl Backward for MulBackward {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         let kept = "a product keeps the partner of every operand that needs a gradient";
         if cx.needs_grad(0) {
-            let b = cx.input(1, self.saved.b().expect(kept));
+            let b = cx.input(1, &self.saved.b().expect(kept).tensor(self.shapes.get(1, gy)));
             out[0] = Some(sum_to_shape(&gy.mul(&b)?, self.shapes.get(0, gy))?);
         }
         if cx.needs_grad(1) {
-            let a = cx.input(0, self.saved.a().expect(kept));
+            let a = cx.input(0, &self.saved.a().expect(kept).tensor(self.shapes.get(0, gy)));
             out[1] = Some(sum_to_shape(&gy.mul(&a)?, self.shapes.get(1, gy))?);
         }
         Ok(out)

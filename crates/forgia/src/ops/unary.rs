@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
-use crate::tensor::Tensor;
+use crate::tensor::{Saved, Tensor};
 
 /// A pointwise function and its derivative.
 pub(crate) trait UnaryRule: Send + Sync + 'static {
@@ -30,12 +30,12 @@ pub(crate) fn unary<R: UnaryRule>(x: &Tensor, rule: R) -> Tensor {
     let mut y = Tensor::from_parts(data, x.shape());
     y.names = x.names.clone();
     let saved = if R::USES_OUTPUT { y.detach() } else { x.detach() };
-    attach(y, &[x], move || UnaryBackward { rule, saved })
+    attach(y, &[x], move || UnaryBackward { rule, saved: Saved::new(&saved) })
 }
 
 struct UnaryBackward<R> {
     rule: R,
-    saved: Tensor,
+    saved: Saved,
 }
 
 impl<R: UnaryRule> Backward for UnaryBackward<R> {
@@ -45,11 +45,12 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
 
     /// `gx = gy * df(saved)`: fused in one kernel, or in tensor ops when building a graph.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let saved = self.saved.tensor(gy.shape());
         let gx = if cx.create_graph() {
-            let saved = if R::USES_OUTPUT { cx.output(&self.saved) } else { cx.input(0, &self.saved) };
+            let saved = if R::USES_OUTPUT { cx.output(&saved) } else { cx.input(0, &saved) };
             gy.mul(&self.rule.df_tensor(&saved)?)?
         } else {
-            let s = self.saved.contiguous_data();
+            let s = saved.contiguous_data();
             let g = gy.contiguous_data();
             Tensor::from_parts(pointwise::zip(g.packed(), s.packed(), |g, s| g * self.rule.df(s)), gy.shape())
         };

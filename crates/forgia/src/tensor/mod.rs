@@ -6,6 +6,7 @@ mod create;
 mod display;
 pub(crate) mod layout;
 mod random;
+mod saved;
 mod storage;
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ pub(crate) use layout::Layout;
 pub use layout::Shape;
 pub(crate) use random::mix64;
 pub use random::Rng;
+pub(crate) use saved::Saved;
 pub(crate) use storage::Storage;
 pub use storage::{live_bytes, peak_bytes, reset_peak_bytes};
 

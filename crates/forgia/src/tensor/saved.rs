@@ -1,0 +1,46 @@
+//! A value a backward record keeps: only the buffer when it is packed in the op's own shape
+//! (the shape then comes back with the incoming gradient), otherwise the whole detached view.
+//! Keeps the records of small elementwise ops a few bytes instead of a full tensor handle.
+
+use std::sync::Arc;
+
+use super::{Layout, Storage, Tensor};
+
+/// A detached value saved for backward.
+pub(crate) enum Saved {
+    /// A packed buffer holding exactly the value, in row-major order.
+    Packed(Arc<Storage>),
+    /// Any other layout.
+    View(Box<Tensor>),
+}
+
+impl Saved {
+    /// Saves `t`'s value (never its node).
+    pub(crate) fn new(t: &Tensor) -> Saved {
+        let packed = t.layout.offset == 0 && t.layout.is_contiguous() && t.storage.as_slice().len() == t.numel();
+        if packed {
+            Saved::Packed(t.storage.clone())
+        } else {
+            Saved::View(Box::new(t.detach()))
+        }
+    }
+
+    /// The saved value as a constant of `shape` (the shape it had when saved).
+    pub(crate) fn tensor(&self, shape: &[usize]) -> Tensor {
+        match self {
+            Saved::Packed(storage) => {
+                debug_assert_eq!(storage.as_slice().len(), super::layout::numel(shape));
+                Tensor { storage: storage.clone(), layout: Layout::contiguous(shape), node: None, names: None }
+            }
+            Saved::View(t) => (**t).clone(),
+        }
+    }
+
+    /// Number of elements saved.
+    pub(crate) fn numel(&self) -> usize {
+        match self {
+            Saved::Packed(storage) => storage.as_slice().len(),
+            Saved::View(t) => t.numel(),
+        }
+    }
+}
