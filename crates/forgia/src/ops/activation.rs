@@ -26,9 +26,11 @@ struct Sigmoid;
 impl UnaryRule for Sigmoid {
     const NAME: &'static str = "sigmoid";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         sigmoid(x)
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         y * (1.0 - y)
     }
@@ -41,9 +43,11 @@ struct Relu;
 impl UnaryRule for Relu {
     const NAME: &'static str = "relu";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.max(0.0)
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         if y > 0.0 {
             1.0
@@ -62,6 +66,7 @@ struct LeakyRelu {
 impl UnaryRule for LeakyRelu {
     const NAME: &'static str = "leaky_relu";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         if x > 0.0 {
             x
@@ -69,6 +74,7 @@ impl UnaryRule for LeakyRelu {
             self.slope * x
         }
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         if x > 0.0 {
             1.0
@@ -85,9 +91,11 @@ struct GeluErf;
 impl UnaryRule for GeluErf {
     const NAME: &'static str = "gelu";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         0.5 * x * (1.0 + fastmath::erf(x * FRAC_1_SQRT_2))
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         let cdf = 0.5 * (1.0 + fastmath::erf(x * FRAC_1_SQRT_2));
         cdf + x * fastmath::exp(-0.5 * x * x) * INV_SQRT_2PI
@@ -104,9 +112,11 @@ struct GeluTanh;
 impl UnaryRule for GeluTanh {
     const NAME: &'static str = "gelu_tanh";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         0.5 * x * (1.0 + fastmath::tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x)))
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         let t = fastmath::tanh(SQRT_2_OVER_PI * (x + GELU_C * x * x * x));
         0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x)
@@ -125,9 +135,11 @@ struct Silu;
 impl UnaryRule for Silu {
     const NAME: &'static str = "silu";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x * sigmoid(x)
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         let s = sigmoid(x);
         s * (1.0 + x * (1.0 - s))
@@ -142,6 +154,7 @@ struct Softplus;
 impl UnaryRule for Softplus {
     const NAME: &'static str = "softplus";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         if x > SOFTPLUS_THRESHOLD {
             x
@@ -149,6 +162,7 @@ impl UnaryRule for Softplus {
             x.max(0.0) + (-x.abs()).exp().ln_1p()
         }
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         if x > SOFTPLUS_THRESHOLD {
             1.0
@@ -168,9 +182,11 @@ struct Clamp {
 impl UnaryRule for Clamp {
     const NAME: &'static str = "clamp";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.clamp(self.min, self.max)
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         if x >= self.min && x <= self.max {
             1.0

@@ -106,9 +106,11 @@ struct Neg;
 impl UnaryRule for Neg {
     const NAME: &'static str = "neg";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         -x
     }
+    #[inline(always)]
     fn df(&self, _x: f32) -> f32 {
         -1.0
     }
@@ -121,9 +123,11 @@ struct Exp;
 impl UnaryRule for Exp {
     const NAME: &'static str = "exp";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.exp()
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         y
     }
@@ -136,9 +140,11 @@ struct Log;
 impl UnaryRule for Log {
     const NAME: &'static str = "log";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.ln()
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         1.0 / x
     }
@@ -151,9 +157,11 @@ struct Sqrt;
 impl UnaryRule for Sqrt {
     const NAME: &'static str = "sqrt";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.sqrt()
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         0.5 / y
     }
@@ -166,9 +174,11 @@ struct Rsqrt;
 impl UnaryRule for Rsqrt {
     const NAME: &'static str = "rsqrt";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         1.0 / x.sqrt()
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         -0.5 * y * y * y
     }
@@ -181,9 +191,11 @@ struct Square;
 impl UnaryRule for Square {
     const NAME: &'static str = "square";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x * x
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         2.0 * x
     }
@@ -196,9 +208,11 @@ struct Reciprocal;
 impl UnaryRule for Reciprocal {
     const NAME: &'static str = "reciprocal";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         1.0 / x
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         -y * y
     }
@@ -211,9 +225,11 @@ struct Abs;
 impl UnaryRule for Abs {
     const NAME: &'static str = "abs";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.abs()
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         if x > 0.0 {
             1.0
@@ -232,9 +248,11 @@ struct Sin;
 impl UnaryRule for Sin {
     const NAME: &'static str = "sin";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.sin()
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         x.cos()
     }
@@ -247,9 +265,11 @@ struct Cos;
 impl UnaryRule for Cos {
     const NAME: &'static str = "cos";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.cos()
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         -x.sin()
     }
@@ -262,9 +282,11 @@ struct Tanh;
 impl UnaryRule for Tanh {
     const NAME: &'static str = "tanh";
     const USES_OUTPUT: bool = true;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         crate::kernels::fastmath::tanh(x)
     }
+    #[inline(always)]
     fn df(&self, y: f32) -> f32 {
         1.0 - y * y
     }
@@ -277,9 +299,11 @@ struct Erf;
 impl UnaryRule for Erf {
     const NAME: &'static str = "erf";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         erf64(x as f64) as f32
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         (TWO_OVER_SQRT_PI * (-(x as f64) * x as f64).exp()) as f32
     }
@@ -294,9 +318,11 @@ struct PowScalar {
 impl UnaryRule for PowScalar {
     const NAME: &'static str = "pow_scalar";
     const USES_OUTPUT: bool = false;
+    #[inline(always)]
     fn f(&self, x: f32) -> f32 {
         x.powf(self.p)
     }
+    #[inline(always)]
     fn df(&self, x: f32) -> f32 {
         if self.p == 0.0 {
             0.0
