@@ -5,24 +5,14 @@ mod common;
 
 use common::golden::{self, assert_close};
 use common::second_order;
-use forgia::{gradcheck, ErrorKind, GradcheckOptions, Indices, Result, Tensor};
+use common::{passes, var};
+use forgia::{ErrorKind, Indices, Result, Tensor};
 use serde_json::Value;
-
-fn var(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let data = (0..n).map(|i| ((i as u64 * 7 + seed * 13) % 17) as f32 * 0.25 - 2.0).collect();
-    Tensor::variable(data, shape).unwrap()
-}
 
 fn indices(v: &Value) -> Indices {
     let shape: Vec<usize> = v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
     let data: Vec<i64> = v["data"].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).collect();
     Indices::new(data, &shape).unwrap()
-}
-
-fn passes(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor]) {
-    let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
-    assert!(report.passed(), "{:?}", report.first_mismatch);
 }
 
 #[test]

@@ -6,20 +6,10 @@ mod common;
 
 use common::golden::{self, assert_close};
 use common::second_order;
+use common::{passes, var};
 use forgia::loss::{self, CrossEntropyOptions, NllLossOptions, Reduction};
-use forgia::{gradcheck, ErrorKind, GradcheckOptions, Indices, Result, Tensor};
+use forgia::{ErrorKind, Indices, Result, Tensor};
 use serde_json::Value;
-
-fn var(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let data = (0..n).map(|i| ((i as u64 * 7 + seed * 13) % 17) as f32 * 0.25 - 2.0).collect();
-    Tensor::variable(data, shape).unwrap()
-}
-
-fn passes(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor]) {
-    let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
-    assert!(report.passed(), "{:?}", report.first_mismatch);
-}
 
 fn reduction(v: &Value) -> Reduction {
     match v.as_str().unwrap() {

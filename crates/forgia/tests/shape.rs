@@ -4,14 +4,9 @@
 mod common;
 
 use common::golden::{self, assert_close, Case};
-use forgia::{gradcheck, ErrorKind, GradcheckOptions, Result, Tensor};
+use common::{passes, var};
+use forgia::{ErrorKind, Result, Tensor};
 use serde_json::Value;
-
-fn var(shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let data = (0..n).map(|i| ((i as u64 * 7 + seed * 13) % 17) as f32 * 0.25 - 2.0).collect();
-    Tensor::variable(data, shape).unwrap()
-}
 
 fn ints(v: &Value) -> Vec<isize> {
     v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap() as isize).collect()
@@ -204,11 +199,6 @@ fn join_and_rebuild_gradients_have_hand_values() {
     let y = var(&[2], 4);
     y.pad(&[(1, 2)], 7.0).unwrap().mul(&Tensor::arange(0.0, 5.0, 1.0).unwrap()).unwrap().sum_all().backward().unwrap();
     assert_eq!(y.grad().unwrap().to_vec(), vec![1.0, 2.0]);
-}
-
-fn passes(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor]) {
-    let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
-    assert!(report.passed(), "{:?}", report.first_mismatch);
 }
 
 #[test]

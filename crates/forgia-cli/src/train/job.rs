@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use forgia::nn::Module;
-use forgia::optim::Optimizer;
+use forgia::optim::{Adam, AdamConfig, Optimizer};
 use forgia::{Rng, Tensor};
 
 use super::{Settings, TrainError};
@@ -59,8 +59,11 @@ pub(crate) trait Job {
     fn model(&self) -> &dyn Module;
     /// The model, mutably (for the optimizer and train/eval switches).
     fn model_mut(&mut self) -> &mut dyn Module;
-    /// The optimizer this task trains with.
-    fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError>;
+    /// The optimizer this task trains with (Adam at the requested learning rate unless a task
+    /// says otherwise).
+    fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
+        Ok(Box::new(Adam::new(AdamConfig { lr: settings.lr, ..AdamConfig::adam() })?))
+    }
     /// One line describing the model and the data.
     fn describe(&self, settings: &Settings) -> String;
     /// What `evaluate` measures.

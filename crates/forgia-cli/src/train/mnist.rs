@@ -6,7 +6,6 @@
 
 use forgia::loss::{cross_entropy, CrossEntropyOptions};
 use forgia::nn::{visit_child, visit_child_mut, Conv2d, Dropout, Linear, Module};
-use forgia::optim::{Adam, AdamConfig, Optimizer};
 use forgia::{Conv2dOptions, Indices, Rng, Tensor};
 
 use super::{Job, Metric, Settings, StepOut, TrainError};
@@ -169,10 +168,6 @@ impl Job for MnistJob {
 
     fn model_mut(&mut self) -> &mut dyn Module {
         &mut self.model
-    }
-
-    fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
-        Ok(Box::new(Adam::new(AdamConfig { lr: settings.lr, ..AdamConfig::adam() })?))
     }
 
     fn describe(&self, s: &Settings) -> String {

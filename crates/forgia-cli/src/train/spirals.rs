@@ -3,7 +3,6 @@
 
 use forgia::loss::{cross_entropy, CrossEntropyOptions};
 use forgia::nn::{Linear, Module, Sequential, Tanh};
-use forgia::optim::{Adam, AdamConfig, Optimizer};
 use forgia::{Indices, Rng, Tensor};
 
 use super::job::{shuffled_batches, subset};
@@ -75,10 +74,6 @@ impl Job for SpiralsJob {
 
     fn model_mut(&mut self) -> &mut dyn Module {
         &mut self.model
-    }
-
-    fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
-        Ok(Box::new(Adam::new(AdamConfig { lr: settings.lr, ..AdamConfig::adam() })?))
     }
 
     fn describe(&self, s: &Settings) -> String {

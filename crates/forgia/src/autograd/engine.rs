@@ -28,7 +28,9 @@ pub struct BackwardOptions {
 }
 
 /// A record is shipped to another pool thread only when its estimated work reaches this many
-/// multiply-adds; smaller ones run inline (a hand-off costs more than it saves).
+/// multiply-adds; smaller ones run inline. Not yet tuned by measurement: on the 2-core bench
+/// machine W3's branches gain nothing from spawning (87 ms vs 85 ms serial, docs/BENCHMARKS.md),
+/// because each branch's GEMMs already use both cores.
 pub(crate) const ASYNC_WORK_THRESHOLD: usize = 1 << 22;
 
 // Relaxed: pass ids only need to be unique; nothing is published through this counter.

@@ -96,17 +96,11 @@ impl Linear {
 
 impl Module for Linear {
     fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        f("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            f("bias", b);
-        }
+        super::visit_weight_bias(&self.weight, self.bias.as_ref(), f);
     }
 
     fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        f("weight", &mut self.weight);
-        if let Some(b) = &mut self.bias {
-            f("bias", b);
-        }
+        super::visit_weight_bias_mut(&mut self.weight, self.bias.as_mut(), f);
     }
 }
 

@@ -105,6 +105,26 @@ pub fn visit_child(prefix: &str, child: &dyn Module, f: &mut dyn FnMut(&str, &Te
     child.visit_params(&mut |name, t| f(&format!("{prefix}.{name}"), t));
 }
 
+/// Visits a `weight` and an optional `bias` under those names (Linear, Conv2d).
+pub(crate) fn visit_weight_bias(weight: &Tensor, bias: Option<&Tensor>, f: &mut dyn FnMut(&str, &Tensor)) {
+    f("weight", weight);
+    if let Some(b) = bias {
+        f("bias", b);
+    }
+}
+
+/// Mutable twin of [`visit_weight_bias`].
+pub(crate) fn visit_weight_bias_mut(
+    weight: &mut Tensor,
+    bias: Option<&mut Tensor>,
+    f: &mut dyn FnMut(&str, &mut Tensor),
+) {
+    f("weight", weight);
+    if let Some(b) = bias {
+        f("bias", b);
+    }
+}
+
 /// Mutable twin of [`visit_child`].
 pub fn visit_child_mut(prefix: &str, child: &mut dyn Module, f: &mut dyn FnMut(&str, &mut Tensor)) {
     child.visit_params_mut(&mut |name, t| f(&format!("{prefix}.{name}"), t));

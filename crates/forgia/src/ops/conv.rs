@@ -162,14 +162,7 @@ impl Tensor {
             dil: opts.dilation,
             groups: opts.groups,
         };
-        let (xd, wdat) = (self.contiguous_data(), w.contiguous_data());
-        let mut y = vec![0.0f32; n * o * oh * ow];
-        k::forward(&g, xd.packed(), wdat.packed(), &mut y);
-        if let Some(b) = bias {
-            b.with_data(|bd| k::add_channel_bias(&mut y, bd, oh * ow));
-        }
-        let out = Tensor::from_parts(y, &[n, o, oh, ow]);
-        Ok(attach_conv(out, self, w, bias, g, false))
+        Ok(run_conv(self, w, bias, g, [n, o, oh, ow], false))
     }
 
     /// 1-D cross-correlation: `x [N, C, L]`, `w [O, C/groups, k]`, optional `bias [O]` →
@@ -248,15 +241,24 @@ impl Tensor {
             dil: opts.dilation,
             groups: opts.groups,
         };
-        let (xd, wdat) = (self.contiguous_data(), w.contiguous_data());
-        let mut y = vec![0.0f32; n * cout * oh * ow];
-        k::backward_data(&g, xd.packed(), wdat.packed(), &mut y);
-        if let Some(b) = bias {
-            b.with_data(|bd| k::add_channel_bias(&mut y, bd, oh * ow));
-        }
-        let out = Tensor::from_parts(y, &[n, cout, oh, ow]);
-        Ok(attach_conv(out, self, w, bias, g, true))
+        Ok(run_conv(self, w, bias, g, [n, cout, oh, ow], true))
     }
+}
+
+/// The shared tail of conv2d and conv_transpose2d: the kernel (forward correlation, or the
+/// data-gradient scatter that a transposed convolution is), the bias, and the record.
+fn run_conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: ConvGeom, shape: [usize; 4], transposed: bool) -> Tensor {
+    let (xd, wd) = (x.contiguous_data(), w.contiguous_data());
+    let mut y = vec![0.0f32; shape.iter().product()];
+    if transposed {
+        k::backward_data(&g, xd.packed(), wd.packed(), &mut y);
+    } else {
+        k::forward(&g, xd.packed(), wd.packed(), &mut y);
+    }
+    if let Some(b) = bias {
+        b.with_data(|bd| k::add_channel_bias(&mut y, bd, shape[2] * shape[3]));
+    }
+    attach_conv(Tensor::from_parts(y, &shape), x, w, bias, g, transposed)
 }
 
 fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: ConvGeom, transposed: bool) -> Tensor {

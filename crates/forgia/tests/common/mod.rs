@@ -4,3 +4,18 @@
 pub mod golden;
 pub mod second_order;
 pub mod second_order_unary;
+
+use forgia::{gradcheck, GradcheckOptions, Result, Tensor};
+
+/// A variable of `shape` filled with distinct, well-spread values (a deterministic grid).
+pub fn var(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data = (0..n).map(|i| ((i as u64 * 7 + seed * 13) % 17) as f32 * 0.25 - 2.0).collect();
+    Tensor::variable(data, shape).unwrap()
+}
+
+/// Asserts that `f`'s backward matches finite differences at `xs`.
+pub fn passes(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor]) {
+    let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
+    assert!(report.passed(), "{:?}", report.first_mismatch);
+}
