@@ -37,7 +37,10 @@ pub use ops::index::Indices;
 pub use ops::loss;
 pub use ops::norm::RunningStats;
 pub use parallel::{num_threads, set_num_threads};
-pub use tensor::{live_bytes, peak_bytes, reset_peak_bytes, Axes, Axis, Rng, Shape, Tensor};
+pub use tensor::{
+    buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
+    set_buffer_cache_limit, Axes, Axis, Rng, Shape, Tensor,
+};
 
 /// The examples of the repository's `README.md`, compiled and run as doctests.
 #[cfg(doctest)]

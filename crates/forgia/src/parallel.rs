@@ -1,7 +1,7 @@
 //! The library's one bounded rayon pool, shared by kernels and the backward engine, and the
 //! size thresholds below which work stays on the calling thread.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::error::{fail, ErrorKind, Result};
@@ -50,28 +50,49 @@ pub fn num_threads() -> usize {
     pool().current_num_threads()
 }
 
+// Set once, when the pool adopts the thread that builds it (see `pool`).
+static ADOPTED_MAIN: AtomicBool = AtomicBool::new(false);
+
 /// The library's pool, built on first use with the requested or the available thread count.
+///
+/// When the program's main thread builds it (the usual case: its first tensor operation) and
+/// there are at least two threads, the main thread becomes the pool's thread 0 and only the
+/// others are spawned. Kernels called from the main thread then split their work in place,
+/// with the other threads stealing halves, instead of handing the whole job to the pool and
+/// sleeping until it is done: on the 2-core machine each such hand-off cost two context
+/// switches, and W6's forward pass took 98 ms instead of 70 (docs/BENCHMARKS.md). Other
+/// threads (test threads, a user's own workers) hand their jobs to the pool as before.
 pub(crate) fn pool() -> &'static rayon::ThreadPool {
     POOL.get_or_init(|| {
         let requested = REQUESTED_THREADS.load(Ordering::Relaxed);
         let threads =
             if requested > 0 { requested } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
-        rayon::ThreadPoolBuilder::new()
+        // With one thread, adopting the caller would leave no thread to serve other callers.
+        let adopt = threads > 1 && std::thread::current().name() == Some("main");
+        let mut builder = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("forgia-{i}"))
-            .start_handler(|_| flush_denormals_on_this_thread())
-            .build()
-            .expect("building the forgia thread pool")
+            .start_handler(|_| flush_denormals_on_this_thread());
+        if adopt {
+            builder = builder.use_current_thread();
+        }
+        let pool = builder.build().expect("building the forgia thread pool");
+        ADOPTED_MAIN.store(adopt, Ordering::Relaxed);
+        pool
     })
 }
 
-/// Runs `f` on the pool (inline when already on one of its threads).
+/// Runs `f` on the pool: in place on one of its threads (the adopted main thread flushing
+/// subnormals for the duration, as the spawned threads always do), else handed to the pool.
 pub(crate) fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let pool = pool();
-    if pool.current_thread_index().is_some() {
-        f()
-    } else {
-        pool.install(f)
+    match pool.current_thread_index() {
+        Some(0) if ADOPTED_MAIN.load(Ordering::Relaxed) => {
+            let _flush = FlushDenormals::new();
+            f()
+        }
+        Some(_) => f(),
+        None => pool.install(f),
     }
 }
 

@@ -142,7 +142,7 @@ fn map4_pair(
     f: &(impl Fn(f32, f32, f32, f32) -> (f32, f32) + Sync),
 ) -> (Vec<f32>, Vec<f32>) {
     let n = a.len();
-    let (mut p, mut q) = (vec![0.0f32; n], vec![0.0f32; n]);
+    let (mut p, mut q) = (crate::tensor::zeroed(n), crate::tensor::zeroed(n));
     let body = |start: usize, p: &mut [f32], q: &mut [f32]| {
         for i in 0..p.len() {
             let j = start + i;

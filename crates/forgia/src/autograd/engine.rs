@@ -108,10 +108,13 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
         && crate::parallel::num_threads() > 1
         && visited.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).nth(1).is_some();
     if use_pool {
-        crate::parallel::pool().in_place_scope(|scope| {
-            for node in ready {
-                drain(node, &pass, Some(scope));
-            }
+        let pass = &pass;
+        crate::parallel::install(|| {
+            rayon::in_place_scope(|scope| {
+                for node in ready {
+                    drain(node, pass, Some(scope));
+                }
+            })
         });
     } else {
         for node in ready {

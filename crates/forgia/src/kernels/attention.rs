@@ -82,8 +82,8 @@ pub(crate) fn forward(
     v: &[f32],
     mask: Option<MaskRef<'_>>,
 ) -> (Vec<f32>, Vec<f32>) {
-    let mut out = vec![0.0f32; g.bh * g.sq * g.dv];
-    let mut lse = vec![0.0f32; g.bh * g.sq];
+    let mut out = crate::tensor::buffer(g.bh * g.sq * g.dv);
+    let mut lse = crate::tensor::buffer(g.bh * g.sq);
     let mut items: Vec<(&mut [f32], &mut [f32])> = out.chunks_mut(g.sq * g.dv).zip(lse.chunks_mut(g.sq)).collect();
     blocks(g, &mut items, |b, (o, l), s| {
         let s = &mut s[..g.sq * g.sk];

@@ -210,8 +210,8 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32]) -> Vec<f32> {
     let parts = if g.parallel() { parallel::num_threads().min(g.n).max(1) } else { 1 };
     let per = g.n.div_ceil(parts);
     let partial = |p: usize| -> Vec<f32> {
-        let mut gw = vec![0.0f32; wlen];
-        let mut cols = vec![0.0f32; if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw }];
+        let mut gw = crate::tensor::zeroed(wlen);
+        let mut cols = crate::tensor::zeroed(if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw });
         for n in p * per..((p + 1) * per).min(g.n) {
             let xn = &x[n * il..(n + 1) * il];
             let src: &[f32] = if g.is_pointwise() {
@@ -255,7 +255,7 @@ pub(crate) fn add_channel_bias(y: &mut [f32], b: &[f32], spatial: usize) {
 
 /// The per-channel sum of `[N, C, S]`: the bias gradient.
 pub(crate) fn channel_sum(y: &[f32], c: usize, spatial: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; c];
+    let mut out = crate::tensor::zeroed(c);
     for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
         out[i % c] += plane.iter().sum::<f32>();
     }
@@ -284,9 +284,9 @@ mod tests {
         };
         let x: Vec<f32> = (0..g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
         let y: Vec<f32> = (0..g.c * 6 * g.ohw()).map(|i| (i % 5) as f32 - 2.0).collect();
-        let mut cols = vec![0.0; y.len()];
+        let mut cols = crate::tensor::zeroed(y.len());
         im2col(&g, &x, &mut cols);
-        let mut back = vec![0.0; x.len()];
+        let mut back = crate::tensor::zeroed(x.len());
         col2im(&g, &y, &mut back);
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();

@@ -10,13 +10,15 @@ use crate::tensor::Layout;
 pub(crate) fn gather(src: &[f32], layout: &Layout) -> Vec<f32> {
     let n = layout.numel();
     if let Some(r) = layout.contiguous_range() {
-        return src[r].to_vec();
+        let mut out = crate::tensor::buffer(n);
+        out.copy_from_slice(&src[r]);
+        return out;
     }
     let rank = layout.rank();
     if n >= PARALLEL_ELEMENTS && rank > 0 {
         let inner = layout.shape[rank - 1];
         let stride = layout.strides[rank - 1];
-        let mut out = vec![0.0f32; n];
+        let mut out = crate::tensor::buffer(n);
         let rows_per_chunk = (CHUNK_ELEMENTS / inner.max(1)).max(1);
         parallel::install(|| {
             out.par_chunks_mut(rows_per_chunk * inner).enumerate().for_each(|(c, chunk)| {
@@ -31,8 +33,12 @@ pub(crate) fn gather(src: &[f32], layout: &Layout) -> Vec<f32> {
         });
         return out;
     }
-    let mut out = Vec::with_capacity(n);
-    for_each_offset(layout, |o| out.push(src[o]));
+    let mut out = crate::tensor::buffer(n);
+    let mut i = 0;
+    for_each_offset(layout, |o| {
+        out[i] = src[o];
+        i += 1;
+    });
     out
 }
 

@@ -17,7 +17,7 @@ pub(crate) fn keep(seed: u64, index: u64, p: f32) -> bool {
 /// `out[i] = x[i] · scale` where element `i` is kept, else 0 (`x = None` gives the mask
 /// itself, `scale` or 0).
 pub(crate) fn apply(x: Option<&[f32]>, len: usize, seed: u64, p: f32, scale: f32) -> Vec<f32> {
-    let mut out = vec![0.0f32; len];
+    let mut out = crate::tensor::zeroed(len);
     let body = |start: usize, o: &mut [f32]| {
         for (j, o) in o.iter_mut().enumerate() {
             let i = start + j;

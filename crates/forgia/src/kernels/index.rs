@@ -5,7 +5,7 @@
 /// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]`.
 pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Vec<f32> {
     let n = idx.len();
-    let mut out = vec![0.0f32; outer * n * inner];
+    let mut out = crate::tensor::buffer(outer * n * inner);
     for o in 0..outer {
         for (j, &k) in idx.iter().enumerate() {
             let src = &x[(o * d + k) * inner..(o * d + k + 1) * inner];
@@ -55,7 +55,7 @@ fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: im
 /// `out[p] = x[p with axis replaced by idx[p]]` (torch.gather) for packed `x` of `x_shape`
 /// and an index of `idx_shape`.
 pub(crate) fn gather(x: &[f32], x_shape: &[usize], axis: usize, idx: &[usize], idx_shape: &[usize]) -> Vec<f32> {
-    let mut out = vec![0.0f32; idx.len()];
+    let mut out = crate::tensor::buffer(idx.len());
     walk(idx_shape, x_shape, axis, idx, |p, off| out[p] = x[off]);
     out
 }

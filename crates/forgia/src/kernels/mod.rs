@@ -13,4 +13,5 @@ pub(crate) mod pointwise;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod rope;
+pub(crate) mod simd;
 pub(crate) mod softmax;

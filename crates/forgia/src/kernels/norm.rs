@@ -72,7 +72,7 @@ pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool) -> (Vec<f32>, Vec<f32>) {
 
 /// `xhat = (x - mean[set]) * rstd[set]`.
 pub(crate) fn normalize(s: &Sets, x: &[f32], mean: &[f32], rstd: &[f32]) -> Vec<f32> {
-    let mut out = vec![0.0f32; s.len];
+    let mut out = crate::tensor::buffer(s.len);
     fill(s, &mut out, |i, o| {
         let (m, r) = (mean[i % s.count], rstd[i % s.count]);
         for (o, &v) in o.iter_mut().zip(&x[i * s.chunk..(i + 1) * s.chunk]) {
@@ -99,7 +99,7 @@ pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32
     .into_iter()
     .map(|v| v / n)
     .collect();
-    let mut gx = vec![0.0f32; s.len];
+    let mut gx = crate::tensor::buffer(s.len);
     fill(s, &mut gx, |i, o| {
         let k = i % s.count;
         let (m, r, a, b) = (mean[k], rstd[k], mg[k] as f32, mgx[k] as f32);

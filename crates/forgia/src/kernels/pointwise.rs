@@ -1,15 +1,17 @@
 //! Elementwise kernels: unary maps and binary maps with NumPy broadcasting. A contiguous fast
-//! path, and rayon chunking above `PARALLEL_ELEMENTS`.
+//! path, and rayon chunking above `PARALLEL_ELEMENTS`. Every loop runs through
+//! [`vectorized`], so callers' per-element closures should be `#[inline(always)]`.
 
 use rayon::prelude::*;
 
+use super::simd::vectorized;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 use crate::tensor::layout::offset_of;
 use crate::tensor::Layout;
 
 /// `out[i] = f(x[i])` over a packed slice.
 pub(crate) fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = vec![0.0f32; x.len()];
+    let mut out = crate::tensor::buffer(x.len());
     map_into(x, &mut out, f);
     out
 }
@@ -18,48 +20,65 @@ pub(crate) fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
 pub(crate) fn map_into(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync) {
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
-            out.par_chunks_mut(CHUNK_ELEMENTS).zip(x.par_chunks(CHUNK_ELEMENTS)).for_each(|(o, x)| {
-                for (o, &x) in o.iter_mut().zip(x) {
-                    *o = f(x);
-                }
-            })
+            out.par_chunks_mut(CHUNK_ELEMENTS).zip(x.par_chunks(CHUNK_ELEMENTS)).for_each(|(o, x)| map_chunk(x, o, &f))
         });
     } else {
-        for (o, &x) in out.iter_mut().zip(x) {
-            *o = f(x);
-        }
+        map_chunk(x, out, &f);
     }
+}
+
+#[inline(always)]
+fn map_chunk(x: &[f32], out: &mut [f32], f: &impl Fn(f32) -> f32) {
+    vectorized(
+        #[inline(always)]
+        || {
+            for (o, &x) in out.iter_mut().zip(x) {
+                *o = f(x);
+            }
+        },
+    )
+}
+
+#[inline(always)]
+fn zip_chunk(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(f32, f32) -> f32) {
+    vectorized(
+        #[inline(always)]
+        || {
+            for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
+                *o = f(a, b);
+            }
+        },
+    )
 }
 
 /// `out[i] = f(a[i], b[i])` over two packed slices of equal length.
 pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
     debug_assert_eq!(a.len(), b.len());
-    let mut out = vec![0.0f32; a.len()];
+    let mut out = crate::tensor::buffer(a.len());
     if a.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             out.par_chunks_mut(CHUNK_ELEMENTS)
                 .zip(a.par_chunks(CHUNK_ELEMENTS).zip(b.par_chunks(CHUNK_ELEMENTS)))
-                .for_each(|(o, (a, b))| {
-                    for ((o, &a), &b) in o.iter_mut().zip(a).zip(b) {
-                        *o = f(a, b);
-                    }
-                })
+                .for_each(|(o, (a, b))| zip_chunk(a, b, o, &f))
         });
     } else {
-        for ((o, &a), &b) in out.iter_mut().zip(a).zip(b) {
-            *o = f(a, b);
-        }
+        zip_chunk(a, b, &mut out, &f);
     }
     out
 }
 
 /// `out[i] = f(a[i], b[i], c[i])` over three packed slices of equal length.
 pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = vec![0.0f32; a.len()];
+    let mut out = crate::tensor::buffer(a.len());
     let body = |o: &mut [f32], a: &[f32], b: &[f32], c: &[f32]| {
-        for i in 0..o.len() {
-            o[i] = f(a[i], b[i], c[i]);
-        }
+        vectorized(
+            #[inline(always)]
+            || {
+                for (((o, &a), &b), &c) in o.iter_mut().zip(a).zip(b).zip(c) {
+                    *o = f(a, b, c);
+                }
+            },
+        )
     };
     if a.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
@@ -87,7 +106,7 @@ pub(crate) fn zip_broadcast(
     if let (Some(ra), Some(rb)) = (la.contiguous_range(), lb.contiguous_range()) {
         return zip(&a[ra], &b[rb], f);
     }
-    let mut out = vec![0.0f32; n];
+    let mut out = crate::tensor::buffer(n);
     let rank = la.rank();
     if n == 0 {
         return out;
@@ -97,39 +116,11 @@ pub(crate) fn zip_broadcast(
         return out;
     }
     let inner = la.shape[rank - 1];
-    let (sa, sb) = (la.strides[rank - 1], lb.strides[rank - 1]);
     let rows = |first_row: usize, chunk: &mut [f32]| {
-        for (r, row) in chunk.chunks_mut(inner).enumerate() {
-            let linear = (first_row + r) * inner;
-            let (mut oa, mut ob) = (offset_of(la, linear) as isize, offset_of(lb, linear) as isize);
-            match (sa, sb) {
-                (1, 1) => {
-                    let (pa, pb) = (&a[oa as usize..oa as usize + inner], &b[ob as usize..ob as usize + inner]);
-                    for i in 0..inner {
-                        row[i] = f(pa[i], pb[i]);
-                    }
-                }
-                (1, 0) => {
-                    let (pa, vb) = (&a[oa as usize..oa as usize + inner], b[ob as usize]);
-                    for i in 0..inner {
-                        row[i] = f(pa[i], vb);
-                    }
-                }
-                (0, 1) => {
-                    let (va, pb) = (a[oa as usize], &b[ob as usize..ob as usize + inner]);
-                    for i in 0..inner {
-                        row[i] = f(va, pb[i]);
-                    }
-                }
-                _ => {
-                    for v in row.iter_mut() {
-                        *v = f(a[oa as usize], b[ob as usize]);
-                        oa += sa;
-                        ob += sb;
-                    }
-                }
-            }
-        }
+        vectorized(
+            #[inline(always)]
+            || broadcast_rows(a, la, b, lb, &f, first_row, chunk),
+        )
     };
     if n >= PARALLEL_ELEMENTS && inner > 0 {
         let rows_per_chunk = (CHUNK_ELEMENTS / inner).max(1);
@@ -142,6 +133,53 @@ pub(crate) fn zip_broadcast(
         rows(0, &mut out);
     }
     out
+}
+
+/// Rows `first_row..` of a broadcast binary map into `chunk` (whole rows of the last axis).
+#[inline(always)]
+fn broadcast_rows(
+    a: &[f32],
+    la: &Layout,
+    b: &[f32],
+    lb: &Layout,
+    f: &impl Fn(f32, f32) -> f32,
+    first_row: usize,
+    chunk: &mut [f32],
+) {
+    let rank = la.rank();
+    let inner = la.shape[rank - 1];
+    let (sa, sb) = (la.strides[rank - 1], lb.strides[rank - 1]);
+    for (r, row) in chunk.chunks_mut(inner).enumerate() {
+        let linear = (first_row + r) * inner;
+        let (mut oa, mut ob) = (offset_of(la, linear) as isize, offset_of(lb, linear) as isize);
+        match (sa, sb) {
+            (1, 1) => {
+                let (pa, pb) = (&a[oa as usize..oa as usize + inner], &b[ob as usize..ob as usize + inner]);
+                for i in 0..inner {
+                    row[i] = f(pa[i], pb[i]);
+                }
+            }
+            (1, 0) => {
+                let (pa, vb) = (&a[oa as usize..oa as usize + inner], b[ob as usize]);
+                for i in 0..inner {
+                    row[i] = f(pa[i], vb);
+                }
+            }
+            (0, 1) => {
+                let (va, pb) = (a[oa as usize], &b[ob as usize..ob as usize + inner]);
+                for i in 0..inner {
+                    row[i] = f(va, pb[i]);
+                }
+            }
+            _ => {
+                for v in row.iter_mut() {
+                    *v = f(a[oa as usize], b[ob as usize]);
+                    oa += sa;
+                    ob += sb;
+                }
+            }
+        }
+    }
 }
 
 /// `acc[i] += g[i]` in place (the gradient accumulator's fast path).

@@ -92,7 +92,7 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
 /// Max over each window; also returns the in-plane index of each maximum.
 pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> (Vec<f32>, Vec<u32>) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    let mut y = vec![0.0f32; count * ohw];
+    let mut y = crate::tensor::zeroed(count * ohw);
     let mut arg = vec![0u32; count * ohw];
     if ohw == 0 || hw == 0 {
         return (y, arg);
@@ -115,7 +115,7 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> (Vec<f32>, V
 /// Routes each output gradient to its window's maximum.
 pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], count: usize) -> Vec<f32> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    let mut gx = vec![0.0f32; count * hw];
+    let mut gx = crate::tensor::zeroed(count * hw);
     let pairs: Vec<(f32, u32)> = gy.iter().copied().zip(arg.iter().copied()).collect();
     planes(&mut gx, hw, &pairs, ohw, |p, out| {
         for &(g, a) in p {
@@ -129,7 +129,7 @@ pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], count: usize) 
 pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Vec<f32> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let inv = 1.0 / (g.k.0 * g.k.1) as f32;
-    let mut y = vec![0.0f32; count * ohw];
+    let mut y = crate::tensor::zeroed(count * ohw);
     planes(&mut y, ohw, x, hw, |xp, out| {
         for i in 0..g.oh {
             for j in 0..g.ow {
@@ -146,7 +146,7 @@ pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Vec<f32> {
 pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Vec<f32> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let inv = 1.0 / (g.k.0 * g.k.1) as f32;
-    let mut gx = vec![0.0f32; count * hw];
+    let mut gx = crate::tensor::zeroed(count * hw);
     planes(&mut gx, hw, gy, ohw, |gp, out| {
         for i in 0..g.oh {
             for j in 0..g.ow {

@@ -7,7 +7,7 @@ use crate::parallel::{self, PARALLEL_ELEMENTS};
 
 /// `out[o, i] = Σ_r x[o, r, i]`.
 pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; outer * inner];
+    let mut out = crate::tensor::zeroed(outer * inner);
     let block = |o: usize, dst: &mut [f32]| {
         let base = &x[o * red * inner..(o + 1) * red * inner];
         if inner == 1 {
@@ -55,7 +55,7 @@ pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32>
 /// The extremum over the middle axis and the position of its first occurrence.
 /// `max = true` takes the maximum, else the minimum. NaN wins (it propagates).
 pub(crate) fn extremum(x: &[f32], outer: usize, red: usize, inner: usize, max: bool) -> (Vec<f32>, Vec<usize>) {
-    let mut vals = vec![0.0f32; outer * inner];
+    let mut vals = crate::tensor::zeroed(outer * inner);
     let mut args = vec![0usize; outer * inner];
     for o in 0..outer {
         for i in 0..inner {
@@ -94,7 +94,7 @@ pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32
 
 /// Running sum along the middle axis (same shape as `x`); `reverse` sums from the end.
 pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool) -> Vec<f32> {
-    let mut out = vec![0.0f32; x.len()];
+    let mut out = crate::tensor::zeroed(x.len());
     for o in 0..outer {
         for i in 0..inner {
             let mut acc = 0.0f32;
@@ -113,7 +113,7 @@ pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse:
 pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32) -> Vec<f32> {
     let mean = sum(x, outer, red, inner);
     let inv_n = 1.0 / red as f32;
-    let mut acc = vec![0.0f32; outer * inner];
+    let mut acc = crate::tensor::zeroed(outer * inner);
     for o in 0..outer {
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
@@ -131,7 +131,7 @@ pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32)
 pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
     let (maxes, _) = extremum(x, outer, red, inner, true);
     let shift: Vec<f32> = maxes.iter().map(|&m| if m.is_finite() { m } else { 0.0 }).collect();
-    let mut acc = vec![0.0f32; outer * inner];
+    let mut acc = crate::tensor::zeroed(outer * inner);
     for o in 0..outer {
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];

@@ -12,7 +12,7 @@ pub(crate) fn rotate(x: &[f32], s: usize, d: usize, base: f64, sign: f64) -> Vec
             table[pos * h + i] = (theta.cos() as f32, theta.sin() as f32);
         }
     }
-    let mut out = vec![0.0f32; x.len()];
+    let mut out = crate::tensor::buffer(x.len());
     for (row, (o, xr)) in out.chunks_mut(d).zip(x.chunks(d)).enumerate() {
         let t = &table[(row % s) * h..(row % s + 1) * h];
         for i in 0..h {

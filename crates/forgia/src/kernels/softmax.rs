@@ -34,7 +34,7 @@ fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
 /// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
 /// lines of a block are kept in vectors so every pass reads memory contiguously.
 pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Vec<f32> {
-    let mut out = vec![0.0f32; outer * red * inner];
+    let mut out = crate::tensor::buffer(outer * red * inner);
     blocks(&mut out, red * inner, |o, dst| {
         let src = &x[o * red * inner..(o + 1) * red * inner];
         let mut m = vec![f32::NEG_INFINITY; inner];
@@ -66,7 +66,7 @@ pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bo
 /// softmax `gx = y * (gy - Σ gy*y)`, log-softmax `gx = gy - exp(y) * Σ gy`.
 pub(crate) fn softmax_backward(y: &[f32], gy: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Vec<f32> {
     debug_assert_eq!(y.len(), outer * red * inner);
-    let mut out = vec![0.0f32; y.len()];
+    let mut out = crate::tensor::buffer(y.len());
     blocks(&mut out, red * inner, |o, dst| {
         let base = o * red * inner;
         let (y, g) = (&y[base..base + red * inner], &gy[base..base + red * inner]);

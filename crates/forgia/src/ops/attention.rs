@@ -133,10 +133,13 @@ impl Backward for AttnBackward {
         cx.fused(OP)?;
         let g = &self.geom;
         let gy = gy.contiguous_data();
-        let (mut dq, mut dk, mut dv) =
-            (vec![0.0; self.q.numel()], vec![0.0; self.k.numel()], vec![0.0; self.v.numel()]);
+        let (mut dq, mut dk, mut dv) = (
+            crate::tensor::zeroed(self.q.numel()),
+            crate::tensor::zeroed(self.k.numel()),
+            crate::tensor::zeroed(self.v.numel()),
+        );
         let need_mask = self.mask.is_some() && cx.needs_grad(3);
-        let mut ds = if need_mask { vec![0.0f32; g.bh * g.sq * g.sk] } else { Vec::new() };
+        let mut ds = if need_mask { crate::tensor::zeroed(g.bh * g.sq * g.sk) } else { Vec::new() };
         let full: Shape = [self.q.shape()[0], self.q.shape()[1], g.sq, g.sk].as_slice().into();
         let mask_info = self.mask.as_ref().map(|m| mask_offsets(m, &full)).transpose()?;
         let mref = match (&self.mask, &mask_info) {

@@ -249,7 +249,7 @@ impl Tensor {
 /// data-gradient scatter that a transposed convolution is), the bias, and the record.
 fn run_conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: ConvGeom, shape: [usize; 4], transposed: bool) -> Tensor {
     let (xd, wd) = (x.contiguous_data(), w.contiguous_data());
-    let mut y = vec![0.0f32; shape.iter().product()];
+    let mut y = crate::tensor::zeroed(shape.iter().product());
     if transposed {
         k::backward_data(&g, xd.packed(), wd.packed(), &mut y);
     } else {
@@ -296,7 +296,7 @@ impl Backward for ConvBackward {
         let (x, w) = (self.x.contiguous_data(), self.w.contiguous_data());
         let mut out: Grads = SmallVec::from_elem(None, self.operands);
         if cx.needs_grad(0) {
-            let mut gx = vec![0.0f32; self.x.numel()];
+            let mut gx = crate::tensor::zeroed(self.x.numel());
             if self.transposed {
                 k::forward(g, gy.packed(), w.packed(), &mut gx);
             } else {

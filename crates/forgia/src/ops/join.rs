@@ -51,7 +51,7 @@ impl Tensor {
         let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[a]).collect();
         let mut shape: Shape = tensors[0].shape().into();
         shape[a] = sizes.iter().sum();
-        let mut data = vec![0.0f32; numel(&shape)];
+        let mut data = crate::tensor::zeroed(numel(&shape));
         let full = Layout::contiguous(&shape);
         let mut start = 0;
         for (t, &len) in tensors.iter().zip(&sizes) {

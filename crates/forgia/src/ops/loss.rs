@@ -252,7 +252,7 @@ impl Backward for CrossEntropyBackward {
         } else {
             let g = gy.to_vec();
             let (w, d, t) = (w.packed(), self.x.packed(), self.target(c));
-            let mut out = vec![0.0f32; n * c];
+            let mut out = crate::tensor::zeroed(n * c);
             for r in 0..n {
                 let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
                 for j in 0..c {
@@ -284,7 +284,7 @@ impl Backward for NllBackward {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut hot = vec![0.0f32; self.n * self.c];
+        let mut hot = crate::tensor::zeroed(self.n * self.c);
         for (r, y) in self.targets.iter().enumerate() {
             if let Some(y) = y {
                 hot[r * self.c + y] = -1.0;

@@ -33,7 +33,7 @@ fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n
     let (ra, rb) = (a.rank(), b.rank());
     let (la, lb) = (batch_layout(&a.layout, batch), batch_layout(&b.layout, batch));
     let count = numel(batch);
-    let mut out = vec![0.0f32; count * m * n];
+    let mut out = crate::tensor::buffer(count * m * n);
     let one = |bi: usize, c: &mut [f32]| {
         let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
         gemm(m, n, k, mat(a, oa, ra), mat(b, ob, rb), c, false, 1.0);

@@ -239,7 +239,7 @@ impl Backward for ExtremumBackward {
     /// differentiable in `gy`.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
-        let mut mask = vec![0.0f32; numel(&self.in_shape)];
+        let mut mask = crate::tensor::zeroed(numel(&self.in_shape));
         let inner = self.inner.max(1);
         for (j, &r) in self.args.iter().enumerate() {
             let (o, i) = (j / inner, j % inner);

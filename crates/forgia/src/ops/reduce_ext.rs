@@ -152,7 +152,7 @@ impl ProdBackward {
             let after = x.narrow(self.axis, r + 1, n - r - 1)?.prod(self.axis, true)?;
             let mut onehot_shape = vec![1; x.rank()];
             onehot_shape[self.axis] = n;
-            let mut onehot = vec![0.0; n];
+            let mut onehot = crate::tensor::zeroed(n);
             onehot[r] = 1.0;
             let onehot = Tensor::from_parts(onehot, &onehot_shape);
             let term = before.mul(&after)?.mul(&onehot)?;

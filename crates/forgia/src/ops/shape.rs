@@ -271,7 +271,7 @@ impl Backward for NarrowBackward {
 ///
 /// Backward: `gg = gy` sliced the same way.
 fn slice_scatter(g: &Tensor, shape: &[usize], axis: usize, start: usize, step: usize) -> Tensor {
-    let mut data = vec![0.0f32; numel(shape)];
+    let mut data = crate::tensor::zeroed(numel(shape));
     let target = Layout::contiguous(shape).narrowed(axis, start, g.shape()[axis], step);
     g.with_data(|v| copy::scatter_add(&mut data, &target, v));
     let out = Tensor::from_parts(data, shape);

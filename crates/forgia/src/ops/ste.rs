@@ -10,7 +10,7 @@ use crate::tensor::Tensor;
 /// Per-row ternary quantization: `s = mean(|w_row|)`, `q = clamp(round(w / s), -1, 1)`,
 /// `w_q = s · q` (a zero row stays zero).
 fn ternary(w: &[f32], cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; w.len()];
+    let mut out = crate::tensor::zeroed(w.len());
     for (o, row) in out.chunks_mut(cols.max(1)).zip(w.chunks(cols.max(1))) {
         let s = row.iter().map(|v| v.abs()).sum::<f32>() / cols as f32;
         if s > 0.0 {

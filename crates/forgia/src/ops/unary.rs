@@ -26,7 +26,13 @@ pub(crate) trait UnaryRule: Send + Sync + 'static {
 
 /// Applies a rule: the forward kernel, then the funnel with the rule's record.
 pub(crate) fn unary<R: UnaryRule>(x: &Tensor, rule: R) -> Tensor {
-    let data = x.with_data(|d| pointwise::map(d, |v| rule.f(v)));
+    let data = x.with_data(|d| {
+        pointwise::map(
+            d,
+            #[inline(always)]
+            |v| rule.f(v),
+        )
+    });
     let mut y = Tensor::from_parts(data, x.shape());
     y.names = x.names.clone();
     let saved = if R::USES_OUTPUT { y.detach() } else { x.detach() };
@@ -52,7 +58,15 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
         } else {
             let s = saved.contiguous_data();
             let g = gy.contiguous_data();
-            Tensor::from_parts(pointwise::zip(g.packed(), s.packed(), |g, s| g * self.rule.df(s)), gy.shape())
+            Tensor::from_parts(
+                pointwise::zip(
+                    g.packed(),
+                    s.packed(),
+                    #[inline(always)]
+                    |g, s| g * self.rule.df(s),
+                ),
+                gy.shape(),
+            )
         };
         Ok(SmallVec::from_elem(Some(gx), 1))
     }

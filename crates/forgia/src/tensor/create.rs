@@ -112,7 +112,7 @@ impl Tensor {
 
     /// The `n × n` identity matrix.
     pub fn eye(n: usize) -> Tensor {
-        let mut data = vec![0.0; n * n];
+        let mut data = crate::tensor::zeroed(n * n);
         for i in 0..n {
             data[i * n + i] = 1.0;
         }
@@ -124,7 +124,7 @@ impl Tensor {
     /// # Errors
     /// `IndexOutOfRange` for an index `>= classes`.
     pub fn one_hot(indices: &[usize], classes: usize) -> Result<Tensor> {
-        let mut data = vec![0.0; indices.len() * classes];
+        let mut data = crate::tensor::zeroed(indices.len() * classes);
         for (row, &i) in indices.iter().enumerate() {
             if i >= classes {
                 return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index: i as i64, size: classes });

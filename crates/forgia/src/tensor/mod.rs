@@ -19,7 +19,11 @@ pub(crate) use random::mix64;
 pub use random::Rng;
 pub(crate) use saved::Saved;
 pub(crate) use storage::Storage;
-pub use storage::{live_bytes, peak_bytes, reset_peak_bytes};
+pub(crate) use storage::{buffer, zeroed};
+pub use storage::{
+    buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
+    set_buffer_cache_limit,
+};
 
 use crate::autograd::Node;
 use crate::error::{fail, ErrorKind, Result};
