@@ -71,6 +71,16 @@ impl Tensor {
             (1, 1) => self.unsqueeze(0)?.matmul_nd(&other.unsqueeze(1)?)?.reshape(&[]),
             (1, _) => self.unsqueeze(0)?.matmul_nd(other)?.squeeze(-2),
             (_, 1) => self.matmul_nd(&other.unsqueeze(1)?)?.squeeze(-1),
+            (ra, 2) if ra > 2 && self.shape()[ra - 1] == other.shape()[0] => {
+                // A batch times one matrix (a linear layer over [B, S, D]) is one GEMM over the
+                // folded rows: [B·S, k] · [k, n]. Its backward is then two GEMMs as well, the
+                // weight's gradient summing over the rows inside the GEMM instead of as B
+                // products and a reduction.
+                let (k, n) = (self.shape()[ra - 1], other.shape()[1]);
+                let mut shape = self.shape().to_vec();
+                shape[ra - 1] = n;
+                self.reshape(&[self.numel() / k.max(1), k])?.matmul_nd(other)?.reshape(&shape)
+            }
             _ => self.matmul_nd(other),
         }
     }

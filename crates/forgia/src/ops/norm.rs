@@ -11,7 +11,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::norm::{self as k, Sets};
 use crate::tensor::layout::numel;
-use crate::tensor::{Shape, Tensor};
+use crate::tensor::{Scratch, Shape, Tensor};
 
 /// Running mean and variance of a batch-norm layer, updated outside the graph by
 /// [`Tensor::batch_norm`] in training mode, read in evaluation mode.
@@ -279,7 +279,8 @@ impl Backward for NormBackward {
         let w_slot = self.weight.is_some() as usize;
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
         if cx.needs_grad(0) {
-            let mut g = gy.packed().to_vec();
+            let mut g = Scratch::new(gy.numel());
+            g.copy_from_slice(gy.packed());
             if let Some(w) = &self.weight {
                 k::affine(&mut g, Some(w.packed()), None, inner);
             }
@@ -287,7 +288,7 @@ impl Backward for NormBackward {
             out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
         }
         if w_slot == 1 && cx.needs_grad(1) {
-            let mut xhat = k::normalize(s, x, &self.mean, &self.rstd);
+            let mut xhat = Scratch::from_vec(k::normalize(s, x, &self.mean, &self.rstd));
             for (h, &g) in xhat.iter_mut().zip(gy.packed()) {
                 *h *= g;
             }

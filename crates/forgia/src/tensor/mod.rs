@@ -19,7 +19,7 @@ pub(crate) use random::mix64;
 pub use random::Rng;
 pub(crate) use saved::Saved;
 pub(crate) use storage::Storage;
-pub(crate) use storage::{buffer, zeroed};
+pub(crate) use storage::{buffer, zeroed, Scratch};
 pub use storage::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
     set_buffer_cache_limit,
@@ -116,7 +116,7 @@ impl Tensor {
     pub fn with_data<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
         match self.layout.contiguous_range() {
             Some(r) => f(&self.storage.as_slice()[r]),
-            None => f(&crate::kernels::copy::gather(self.storage.as_slice(), &self.layout)),
+            None => f(&Scratch::from_vec(crate::kernels::copy::gather(self.storage.as_slice(), &self.layout))),
         }
     }
 

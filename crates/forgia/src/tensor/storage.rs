@@ -93,6 +93,40 @@ fn recycle(v: Vec<f32>) {
     }
 }
 
+/// A kernel's temporary buffer, taken from the cache and given back when dropped.
+pub(crate) struct Scratch(Vec<f32>);
+
+impl Scratch {
+    /// `n` floats of unspecified value (see [`buffer`]).
+    pub(crate) fn new(n: usize) -> Scratch {
+        Scratch(buffer(n))
+    }
+
+    /// Wraps a buffer so that it returns to the cache.
+    pub(crate) fn from_vec(v: Vec<f32>) -> Scratch {
+        Scratch(v)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        recycle(std::mem::take(&mut self.0));
+    }
+}
+
 /// Sets the most bytes the buffer cache keeps (0 turns caching off and frees what it holds).
 pub fn set_buffer_cache_limit(bytes: usize) {
     CACHE_LIMIT.store(bytes, Ordering::Relaxed);
