@@ -153,3 +153,176 @@ pub(crate) fn param_sums(v: &[f32], inner: usize, count: usize) -> Vec<f32> {
     }
     acc.into_iter().map(|x| x as f32).collect()
 }
+
+/// Row-wise normalization (layer and RMS norm): every chunk of `d` elements is its own set and
+/// the affine parameters run along it. Each row is read once into cache and finished there
+/// (statistics, normalization and affine in one visit), instead of the general kernels' one
+/// sweep over the whole tensor per step. The arithmetic is the general path's, step for step:
+/// statistics in f64, `x̂ = (x - mean) · rstd` in f32, then `x̂ · w + b`.
+pub(crate) struct Rows<'a> {
+    /// Elements per row.
+    pub(crate) d: usize,
+    /// RMS norm (no mean subtraction).
+    pub(crate) rms: bool,
+    pub(crate) weight: Option<&'a [f32]>,
+    pub(crate) bias: Option<&'a [f32]>,
+}
+
+/// Rows per parallel task: about 16K elements.
+fn rows_per_task(d: usize) -> usize {
+    (PARALLEL_ELEMENTS / 16 / d.max(1)).max(1)
+}
+
+/// `f(task)` for every task of whole rows, in parallel when the tensor is large; the results
+/// in task order.
+fn for_rows<T: Send, R: Send>(len: usize, items: Vec<T>, f: impl Fn(T) -> R + Sync + Send) -> Vec<R> {
+    if len >= PARALLEL_ELEMENTS && items.len() > 1 {
+        parallel::install(|| items.into_par_iter().map(f).collect())
+    } else {
+        items.into_iter().map(f).collect()
+    }
+}
+
+/// `Σ v` and `Σ (v - m)²` of a row in f64 with eight independent lanes (so it vectorizes).
+#[inline(always)]
+fn row_sum(row: &[f32], shift: f64, square: bool) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let chunks = row.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for k in 0..8 {
+            let v = c[k] as f64 - shift;
+            acc[k] += if square { v * v } else { v };
+        }
+    }
+    let mut total: f64 = acc.iter().sum();
+    for &x in rest {
+        let v = x as f64 - shift;
+        total += if square { v * v } else { v };
+    }
+    total
+}
+
+impl Rows<'_> {
+    /// `y = x̂ · w + b` per row, with the per-row mean (0 for RMS), rstd `1/√(var + eps)`
+    /// and biased variance.
+    pub(crate) fn forward(&self, x: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+        let d = self.d.max(1);
+        let rows = x.len() / d;
+        let mut y = crate::tensor::buffer(x.len());
+        let (mut mean, mut rstd, mut var) = (vec![0.0f32; rows], vec![0.0f32; rows], vec![0.0f32; rows]);
+        let per = rows_per_task(d);
+        let items: Vec<_> = y
+            .chunks_mut(per * d)
+            .zip(x.chunks(per * d))
+            .zip(mean.chunks_mut(per).zip(rstd.chunks_mut(per)).zip(var.chunks_mut(per)))
+            .collect();
+        for_rows(x.len(), items, |((y, x), ((mean, rstd), var))| {
+            super::simd::vectorized(
+                #[inline(always)]
+                || {
+                    for (i, (yr, xr)) in y.chunks_mut(d).zip(x.chunks(d)).enumerate() {
+                        let n = d as f64;
+                        let m = if self.rms { 0.0 } else { row_sum(xr, 0.0, false) / n };
+                        let v = (row_sum(xr, m, true) / n) as f32;
+                        let (m, r) = (m as f32, 1.0 / (v + eps).sqrt());
+                        (mean[i], rstd[i], var[i]) = (m, r, v);
+                        for (o, &xv) in yr.iter_mut().zip(xr) {
+                            *o = (xv - m) * r;
+                        }
+                        // `x̂ · w + b` with the general path's defaults (w = 1, b = 0).
+                        match (self.weight, self.bias) {
+                            (Some(w), Some(b)) => yr.iter_mut().zip(w).zip(b).for_each(|((o, &w), &b)| *o = *o * w + b),
+                            (Some(w), None) => yr.iter_mut().zip(w).for_each(|(o, &w)| *o = *o * w + 0.0),
+                            (None, Some(b)) => yr.iter_mut().zip(b).for_each(|(o, &b)| *o = *o * 1.0 + b),
+                            (None, None) => yr.iter_mut().for_each(|o| *o = *o * 1.0 + 0.0),
+                        }
+                    }
+                },
+            )
+        });
+        (y, mean, rstd, var)
+    }
+
+    /// Gradients from the saved input and per-row statistics, each only when asked for:
+    /// with `g = gy · w`, `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` (no `mean(g)` term
+    /// for RMS), `gw = Σ_rows gy · x̂` and `gb = Σ_rows gy`.
+    pub(crate) fn backward(
+        &self,
+        (x, gy): (&[f32], &[f32]),
+        (mean, rstd): (&[f32], &[f32]),
+        (need_x, need_w, need_b): (bool, bool, bool),
+    ) -> (Option<Vec<f32>>, Option<Vec<f32>>, Option<Vec<f32>>) {
+        let d = self.d.max(1);
+        let rows = x.len() / d;
+        let mut gx = if need_x { crate::tensor::buffer(x.len()) } else { Vec::new() };
+        let per = rows_per_task(d);
+        let tasks = rows.div_ceil(per);
+        let mut gx_chunks: Vec<Option<&mut [f32]>> =
+            if need_x { gx.chunks_mut(per * d).map(Some).collect() } else { (0..tasks).map(|_| None).collect() };
+        gx_chunks.resize_with(tasks, || None);
+        let items: Vec<_> = gx_chunks.into_iter().enumerate().collect();
+        let partials = for_rows(x.len(), items, |(t, gx)| {
+            super::simd::vectorized(
+                #[inline(always)]
+                || {
+                    let first = t * per;
+                    let last = (first + per).min(rows);
+                    let (mut gw, mut gb) =
+                        (vec![0.0f64; if need_w { d } else { 0 }], vec![0.0f64; if need_b { d } else { 0 }]);
+                    let mut g = vec![0.0f32; d];
+                    let mut gx = gx;
+                    for i in first..last {
+                        let (xr, gyr) = (&x[i * d..(i + 1) * d], &gy[i * d..(i + 1) * d]);
+                        let (m, r) = (mean[i], rstd[i]);
+                        if need_w {
+                            for ((a, &xv), &gv) in gw.iter_mut().zip(xr).zip(gyr) {
+                                *a += ((xv - m) * r * gv) as f64;
+                            }
+                        }
+                        if need_b {
+                            for (a, &gv) in gb.iter_mut().zip(gyr) {
+                                *a += gv as f64;
+                            }
+                        }
+                        let Some(out) = gx.as_deref_mut() else { continue };
+                        match self.weight {
+                            Some(w) => g.iter_mut().zip(gyr).zip(w).for_each(|((o, &gv), &w)| *o = gv * w),
+                            None => g.copy_from_slice(gyr),
+                        }
+                        let n = d as f64;
+                        let a = if self.rms { 0.0 } else { (row_sum(&g, 0.0, false) / n) as f32 };
+                        let mut acc = [0.0f64; 8];
+                        let (gc, xc) = (g.chunks_exact(8), xr.chunks_exact(8));
+                        let (grest, xrest) = (gc.remainder(), xc.remainder());
+                        for (gk, xk) in gc.zip(xc) {
+                            for k in 0..8 {
+                                acc[k] += gk[k] as f64 * ((xk[k] - m) * r) as f64;
+                            }
+                        }
+                        let mut mgx: f64 = acc.iter().sum();
+                        for (&gv, &xv) in grest.iter().zip(xrest) {
+                            mgx += gv as f64 * ((xv - m) * r) as f64;
+                        }
+                        let b = (mgx / n) as f32;
+                        let o = &mut out[(i - first) * d..(i - first + 1) * d];
+                        for ((o, &gv), &xv) in o.iter_mut().zip(&g).zip(xr) {
+                            *o = r * (gv - a - (xv - m) * r * b);
+                        }
+                    }
+                    (gw, gb)
+                },
+            )
+        });
+        let combine = |pick: fn(&(Vec<f64>, Vec<f64>)) -> &Vec<f64>| {
+            let mut total = vec![0.0f64; d];
+            for p in &partials {
+                total.iter_mut().zip(pick(p)).for_each(|(t, &v)| *t += v);
+            }
+            total.into_iter().map(|v| v as f32).collect::<Vec<f32>>()
+        };
+        let gw = need_w.then(|| combine(|p| &p.0));
+        let gb = need_b.then(|| combine(|p| &p.1));
+        (need_x.then_some(gx), gw, gb)
+    }
+}

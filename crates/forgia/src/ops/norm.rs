@@ -44,6 +44,21 @@ struct Spec {
     param_shape: Shape,
 }
 
+impl Spec {
+    /// The row-wise kernel, when every chunk is its own set and the parameters run along it
+    /// (layer and RMS norm).
+    fn rows<'a>(&self, w: Option<&'a Tensor>, b: Option<&'a Tensor>) -> Option<k::Rows<'a>> {
+        let s = &self.sets;
+        let row_wise = self.inner == 1 && s.count * s.chunk == s.len && numel(&self.param_shape) == s.chunk;
+        row_wise.then(|| k::Rows {
+            d: s.chunk,
+            rms: self.rms,
+            weight: w.map(Tensor::packed),
+            bias: b.map(Tensor::packed),
+        })
+    }
+}
+
 fn check_eps(op: &'static str, eps: f32) -> Result<()> {
     if !(eps >= 0.0 && eps.is_finite()) {
         return fail(ErrorKind::InvalidArgument {
@@ -73,11 +88,17 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
         return fail(ErrorKind::EmptyTensor { op: spec.op, shape: x.shape().to_vec() });
     }
     let xd = x.contiguous_data();
-    let (mean, var) = k::moments(&spec.sets, xd.packed(), spec.rms);
-    let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
-    let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd);
     let (wd, bd) = (w.map(Tensor::contiguous_data), b.map(Tensor::contiguous_data));
-    k::affine(&mut y, wd.as_ref().map(Tensor::packed), bd.as_ref().map(Tensor::packed), spec.inner);
+    let (y, mean, rstd, var) = match spec.rows(wd.as_ref(), bd.as_ref()) {
+        Some(rows) => rows.forward(xd.packed(), eps),
+        None => {
+            let (mean, var) = k::moments(&spec.sets, xd.packed(), spec.rms);
+            let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+            let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd);
+            k::affine(&mut y, wd.as_ref().map(Tensor::packed), bd.as_ref().map(Tensor::packed), spec.inner);
+            (y, mean, rstd, var)
+        }
+    };
     let out = Tensor::from_parts(y, x.shape());
     let record = || NormBackward {
         x: xd.clone(),
@@ -278,6 +299,18 @@ impl Backward for NormBackward {
         let x = self.x.packed();
         let w_slot = self.weight.is_some() as usize;
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
+        if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
+            let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
+            let (gx, gw, gb) = rows.backward((x, gy.packed()), (&self.mean, &self.rstd), need);
+            out[0] = gx.map(|g| Tensor::from_parts(g, self.x.shape()));
+            if w_slot == 1 {
+                out[1] = gw.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+            }
+            if self.has_bias {
+                out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+            }
+            return Ok(out);
+        }
         if cx.needs_grad(0) {
             let mut g = Scratch::new(gy.numel());
             g.copy_from_slice(gy.packed());
