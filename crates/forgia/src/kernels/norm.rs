@@ -203,6 +203,13 @@ fn row_sum(row: &[f32], shift: f64, square: bool) -> f64 {
     total
 }
 
+/// The gradients [`Rows::backward`] was asked for.
+pub(crate) struct RowGrads {
+    pub(crate) x: Option<Vec<f32>>,
+    pub(crate) weight: Option<Vec<f32>>,
+    pub(crate) bias: Option<Vec<f32>>,
+}
+
 impl Rows<'_> {
     /// `y = x̂ · w + b` per row, with the per-row mean (0 for RMS), rstd `1/√(var + eps)`
     /// and biased variance.
@@ -252,7 +259,7 @@ impl Rows<'_> {
         (x, gy): (&[f32], &[f32]),
         (mean, rstd): (&[f32], &[f32]),
         (need_x, need_w, need_b): (bool, bool, bool),
-    ) -> (Option<Vec<f32>>, Option<Vec<f32>>, Option<Vec<f32>>) {
+    ) -> RowGrads {
         let d = self.d.max(1);
         let rows = x.len() / d;
         let mut gx = if need_x { crate::tensor::buffer(x.len()) } else { Vec::new() };
@@ -310,19 +317,17 @@ impl Rows<'_> {
                             *o = r * (gv - a - (xv - m) * r * b);
                         }
                     }
-                    (gw, gb)
+                    [gw, gb]
                 },
             )
         });
-        let combine = |pick: fn(&(Vec<f64>, Vec<f64>)) -> &Vec<f64>| {
+        let combine = |which: usize| {
             let mut total = vec![0.0f64; d];
             for p in &partials {
-                total.iter_mut().zip(pick(p)).for_each(|(t, &v)| *t += v);
+                total.iter_mut().zip(&p[which]).for_each(|(t, &v)| *t += v);
             }
             total.into_iter().map(|v| v as f32).collect::<Vec<f32>>()
         };
-        let gw = need_w.then(|| combine(|p| &p.0));
-        let gb = need_b.then(|| combine(|p| &p.1));
-        (need_x.then_some(gx), gw, gb)
+        RowGrads { x: need_x.then_some(gx), weight: need_w.then(|| combine(0)), bias: need_b.then(|| combine(1)) }
     }
 }

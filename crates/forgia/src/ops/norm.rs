@@ -301,13 +301,13 @@ impl Backward for NormBackward {
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
         if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
             let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
-            let (gx, gw, gb) = rows.backward((x, gy.packed()), (&self.mean, &self.rstd), need);
-            out[0] = gx.map(|g| Tensor::from_parts(g, self.x.shape()));
+            let grads = rows.backward((x, gy.packed()), (&self.mean, &self.rstd), need);
+            out[0] = grads.x.map(|g| Tensor::from_parts(g, self.x.shape()));
             if w_slot == 1 {
-                out[1] = gw.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+                out[1] = grads.weight.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
             }
             if self.has_bias {
-                out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+                out[1 + w_slot] = grads.bias.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
             }
             return Ok(out);
         }
