@@ -237,6 +237,11 @@ fn index_and_contract_cases() -> Vec<Case> {
             },
             |x| x[0].matmul(&x[1]),
         ),
+        case(
+            "linear",
+            |r| vec![normal(&[2, 3, 4], r), normal(&[5, 4], r), normal(&[5], r)],
+            |x| x[0].linear(&x[1], Some(&x[2])),
+        ),
         case("matmul (batched)", |r| vec![normal(&[2, 3, 4], r), normal(&[1, 4, 2], r)], |x| x[0].matmul(&x[1])),
         case(
             "matmul (transposed)",

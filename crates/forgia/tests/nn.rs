@@ -1,6 +1,8 @@
 //! Modules: `Linear` values and gradients, PyTorch-style parameter names through
 //! `Sequential` and custom composites, initializers, and bad inputs.
 
+mod common;
+
 use forgia::nn::init::{self, FanMode, Nonlinearity};
 use forgia::nn::{visit_child, visit_child_mut, Forward, Linear, Module, Relu, Sequential, Tanh};
 use forgia::{gradcheck, ErrorKind, GradcheckOptions, Result, Rng, Tensor};
@@ -56,10 +58,47 @@ fn linear_passes_gradcheck_with_bias_and_without() {
 }
 
 #[test]
+fn the_fused_linear_op_matches_matmul_plus_bias_and_passes_gradcheck() {
+    let mut rng = Rng::new(11);
+    let x = Tensor::randn(&[2, 3, 4], 0.0, 1.0, &mut rng);
+    let w = Tensor::randn(&[5, 4], 0.0, 1.0, &mut rng);
+    let b = Tensor::randn(&[5], 0.0, 1.0, &mut rng);
+    let fused = x.linear(&w, Some(&b)).unwrap();
+    let composed = x.matmul(&w.transpose(0, 1).unwrap()).unwrap().add(&b).unwrap();
+    assert_eq!(fused.shape(), &[2, 3, 5]);
+    for (a, c) in fused.to_vec().iter().zip(composed.to_vec()) {
+        assert!((a - c).abs() < 1e-5, "{a} vs {c}");
+    }
+    let vars = [x.into_variable(), w.into_variable(), b.into_variable()];
+    let f = |v: &[Tensor]| v[0].linear(&v[1], Some(&v[2]));
+    let report = gradcheck(f, &vars, GradcheckOptions::default()).unwrap();
+    assert!(report.passed(), "{:?}", report.first_mismatch);
+    // A strided input, no bias.
+    let xt = Tensor::randn(&[4, 3], 0.0, 1.0, &mut rng).transpose(0, 1).unwrap().into_variable();
+    let f = |v: &[Tensor]| v[0].linear(&v[1], None);
+    let report = gradcheck(f, &[xt, vars[1].clone()], GradcheckOptions::default()).unwrap();
+    assert!(report.passed(), "{:?}", report.first_mismatch);
+}
+
+#[test]
+fn the_fused_linear_op_has_second_order_gradients() {
+    let mut rng = Rng::new(12);
+    let xs = [
+        Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng),
+        Tensor::randn(&[2, 4], 0.0, 1.0, &mut rng),
+        Tensor::randn(&[2], 0.0, 1.0, &mut rng),
+    ];
+    let seed = Tensor::randn(&[3, 2], 0.0, 1.0, &mut rng);
+    let c: Vec<Tensor> = xs.iter().map(|x| Tensor::randn(x.shape(), 0.0, 1.0, &mut rng)).collect();
+    // Squaring makes the second derivative depend on every input.
+    common::second_order::check(|v| v[0].linear(&v[1], Some(&v[2])).map(|y| y.square()), &xs, &seed, &c);
+}
+
+#[test]
 fn linear_rejects_bad_shapes() {
     let lin = Linear::new(4, 3, false, &mut Rng::new(0)).unwrap();
     let e = lin.forward(&Tensor::zeros(&[2, 5])).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::ShapeMismatch { op: "matmul", .. }));
+    assert!(matches!(e.kind(), ErrorKind::ShapeMismatch { op: "linear", .. }));
     let e = Linear::new(0, 3, true, &mut Rng::new(0)).err().unwrap();
     assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }));
     let e = Linear::from_tensors(Tensor::zeros(&[3, 2]), Some(Tensor::zeros(&[2]))).err().unwrap();

@@ -14,7 +14,8 @@ const ROUNDER: f32 = 12_582_912.0;
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.3, 88.3);
-    let n = (x * LOG2E + ROUNDER) - ROUNDER;
+    let shifted = x * LOG2E + ROUNDER;
+    let n = shifted - ROUNDER;
     let r = x - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_1e-4f32;
     p = p * r + 1.398_199_9e-3;
@@ -23,7 +24,11 @@ pub(crate) fn exp(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 5.000_000_1e-1;
     let y = p * r * r + r + 1.0;
-    y * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // 2ⁿ from the bits: `shifted` lies in [2²³, 2²⁴), where one unit is one ulp, so its bits
+    // minus ROUNDER's are n. (`n as i32` would be a saturating conversion, which does not
+    // vectorize.)
+    let n_bits = shifted.to_bits().wrapping_sub(ROUNDER.to_bits());
+    y * f32::from_bits(n_bits.wrapping_add(127) << 23)
 }
 
 /// `tanh x`: an odd polynomial near 0 (Cephes `tanhf`), `1 - 2/(e^{2|x|} + 1)` elsewhere.
@@ -55,6 +60,13 @@ pub(crate) fn sigmoid(x: f32) -> f32 {
 /// module's `exp`) above, where the formula no longer cancels.
 #[inline(always)]
 pub(crate) fn erf(x: f32) -> f32 {
+    erf_with_exp(x, exp(-x * x))
+}
+
+/// [`erf`] given `e = exp(-x²)`, for callers that need that exponential themselves (the GELU
+/// derivative's normal density is the same number).
+#[inline(always)]
+pub(crate) fn erf_with_exp(x: f32, e: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
     let mut s = 1.0f32 / 75_600.0;
@@ -72,7 +84,7 @@ pub(crate) fn erf(x: f32) -> f32 {
     p = p * t + 1.421_413_7;
     p = p * t + -0.284_496_74;
     p = p * t + 0.254_829_6;
-    let tail = (1.0 - p * t * exp(-a * a)).copysign(x);
+    let tail = (1.0 - p * t * e).copysign(x);
     if a < 0.5 {
         series
     } else {

@@ -80,7 +80,7 @@ pub(super) fn check_heads(op: &'static str, d_model: usize, heads: usize) -> Res
 
 /// `x · Wᵀ + b`.
 pub(super) fn affine(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
-    x.matmul(&w.transpose(0, 1)?)?.add(b)
+    x.linear(w, Some(b))
 }
 
 /// The attention math over explicit parameters `[qw, qb, kw, kb, vw, vb, ow, ob]` (the visit

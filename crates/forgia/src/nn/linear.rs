@@ -86,11 +86,7 @@ impl Linear {
     /// `ShapeMismatch` when the last axis of `x` is not `in_features`; `RankMismatch` for a
     /// rank-0 input.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.matmul(&self.weight.transpose(0, 1)?)?;
-        match &self.bias {
-            Some(b) => y.add(b),
-            None => Ok(y),
-        }
+        x.linear(&self.weight, self.bias.as_ref())
     }
 }
 

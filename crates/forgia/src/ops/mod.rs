@@ -9,6 +9,7 @@ pub(crate) mod dropout;
 pub(crate) mod einsum;
 pub(crate) mod index;
 pub(crate) mod join;
+pub(crate) mod linear;
 pub mod loss;
 mod loss_elementwise;
 pub(crate) mod matmul;

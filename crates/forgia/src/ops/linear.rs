@@ -1,0 +1,112 @@
+//! The fused affine map of a fully connected layer, `y = x · Wᵀ + b`: one GEMM that
+//! accumulates onto rows pre-filled with the bias, instead of a product and a broadcast add
+//! (a second pass over the output forward, and a reduction node backward).
+
+use smallvec::SmallVec;
+
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::gemm::{gemm, MatRef};
+use crate::tensor::Tensor;
+
+const OP: &str = "linear";
+
+impl Tensor {
+    /// `x · Wᵀ + b` over the leading axes of `x [..., in]`, with `weight [out, in]` and an
+    /// optional `bias [out]`, giving `[..., out]` (PyTorch's `F.linear`).
+    ///
+    /// Backward, with `x` and `gy` folded to rows `[M, in]` and `[M, out]`:
+    /// `gx = gy · W`, `gW = gyᵀ · x`, `gb = Σ_rows gy`.
+    ///
+    /// ```
+    /// use forgia::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0, 2.0], &[1, 2])?;
+    /// let w = Tensor::from_vec(vec![1.0, 0.0, 1.0, 1.0, 0.0, -1.0], &[3, 2])?;
+    /// let b = Tensor::from_vec(vec![0.5, 0.5, 0.5], &[3])?;
+    /// assert_eq!(x.linear(&w, Some(&b))?.to_vec(), vec![1.5, 3.5, -1.5]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `RankMismatch` for a rank-0 input or a weight that is not rank 2; `ShapeMismatch` when
+    /// the last axis of `x` is not the weight's `in`, or the bias is not `[out]`.
+    pub fn linear(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+        if self.rank() == 0 {
+            return fail(ErrorKind::RankMismatch { op: OP, expected: "rank >= 1 [..., in]", shape: vec![] });
+        }
+        if weight.rank() != 2 {
+            return fail(ErrorKind::RankMismatch {
+                op: OP,
+                expected: "a rank-2 weight [out, in]",
+                shape: weight.shape().to_vec(),
+            });
+        }
+        let (n, k) = (weight.shape()[0], weight.shape()[1]);
+        if self.shape()[self.rank() - 1] != k {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: weight.shape().to_vec() });
+        }
+        if let Some(b) = bias {
+            if b.shape() != [n] {
+                return fail(ErrorKind::ShapeMismatch {
+                    op: OP,
+                    lhs: weight.shape().to_vec(),
+                    rhs: b.shape().to_vec(),
+                });
+            }
+        }
+        let m = self.numel() / k.max(1);
+        let x = self.contiguous_data();
+        let w = weight.contiguous_data();
+        let mut out = crate::tensor::buffer(m * n);
+        if let Some(b) = bias {
+            b.with_data(|b| out.chunks_mut(n.max(1)).for_each(|row| row.copy_from_slice(b)));
+        }
+        let xm = MatRef { data: x.packed(), offset: 0, row_stride: k as isize, col_stride: 1 };
+        // Wᵀ read in place: element (i, j) of Wᵀ is W[j, i].
+        let wt = MatRef { data: w.packed(), offset: 0, row_stride: 1, col_stride: k as isize };
+        gemm(m, n, k, xm, wt, &mut out, bias.is_some(), 1.0);
+        let mut shape = self.shape().to_vec();
+        *shape.last_mut().expect("rank checked above") = n;
+        let y = Tensor::from_parts(out, &shape);
+        let inputs: SmallVec<[&Tensor; 3]> = [Some(self), Some(weight), bias].into_iter().flatten().collect();
+        Ok(attach(y, &inputs, || LinearBackward { x, w, rows: m, has_bias: bias.is_some() }))
+    }
+}
+
+/// Saved: the packed input and weight.
+struct LinearBackward {
+    x: Tensor,
+    w: Tensor,
+    rows: usize,
+    has_bias: bool,
+}
+
+impl Backward for LinearBackward {
+    fn name(&self) -> &'static str {
+        OP
+    }
+
+    /// Through differentiable ops (so `create_graph` builds the second-order graph), on the
+    /// folded rows: `gx = gy · W`, `gW = gyᵀ · x` (produced packed), `gb = Σ_rows gy`.
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let (n, k) = (self.w.shape()[0], self.w.shape()[1]);
+        let gy2 = gy.reshape(&[self.rows, n])?;
+        let mut out: Grads = SmallVec::from_elem(None, 2 + self.has_bias as usize);
+        if cx.needs_grad(0) {
+            let w = cx.input(1, &self.w);
+            out[0] = Some(gy2.matmul(&w)?.reshape(self.x.shape())?);
+        }
+        if cx.needs_grad(1) {
+            let x = cx.input(0, &self.x).reshape(&[self.rows, k])?;
+            out[1] = Some(gy2.transpose(0, 1)?.matmul(&x)?);
+        }
+        if self.has_bias && cx.needs_grad(2) {
+            out[2] = Some(gy2.sum(0, false)?);
+        }
+        Ok(out)
+    }
+
+    fn estimated_work(&self) -> usize {
+        3 * self.rows * self.w.numel()
+    }
+}
