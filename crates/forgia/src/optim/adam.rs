@@ -108,6 +108,7 @@ impl AdamW {
 }
 
 /// PyTorch's CPU `lerp`: `a + w (b − a)` for `|w| < 0.5`, else `b − (b − a)(1 − w)`.
+#[inline(always)]
 fn lerp(a: f32, b: f32, w: f32) -> f32 {
     if w.abs() < 0.5 {
         a + w * (b - a)
@@ -130,19 +131,27 @@ fn adam_update(c: &AdamConfig, lr: f32, decoupled: bool, p: &mut [f32], g: &[f32
     let bc2_sqrt = bc2.sqrt() as f32;
     let shrink = 1.0 - lr * c.weight_decay;
     let (m, v) = st.bufs.split_at_mut(1);
-    for (i, p) in p.iter_mut().enumerate() {
-        let mut gi = g[i];
-        if decoupled {
-            *p *= shrink;
-        } else if c.weight_decay != 0.0 {
-            gi += c.weight_decay * *p;
-        }
-        let mi = lerp(m[0][i], gi, 1.0 - b1);
-        let vi = v[0][i] * b2 + (1.0 - b2) * gi * gi;
-        m[0][i] = mi;
-        v[0][i] = vi;
-        *p -= step_size * (mi / (vi.sqrt() / bc2_sqrt + c.eps));
-    }
+    let (m, v) = (&mut m[0][..p.len()], &mut v[0][..p.len()]);
+    let g = &g[..p.len()];
+    // The branches are the same for every element; the loop vectorizes (8 lanes with AVX2).
+    crate::kernels::simd::vectorized(
+        #[inline(always)]
+        || {
+            for i in 0..p.len() {
+                let mut gi = g[i];
+                if decoupled {
+                    p[i] *= shrink;
+                } else if c.weight_decay != 0.0 {
+                    gi += c.weight_decay * p[i];
+                }
+                let mi = lerp(m[i], gi, 1.0 - b1);
+                let vi = v[i] * b2 + (1.0 - b2) * gi * gi;
+                m[i] = mi;
+                v[i] = vi;
+                p[i] -= step_size * (mi / (vi.sqrt() / bc2_sqrt + c.eps));
+            }
+        },
+    )
 }
 
 impl Optimizer for Adam {
