@@ -17,6 +17,7 @@ use smallvec::SmallVec;
 pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
+use crate::kernels::fastmath;
 use crate::kernels::softmax::row_logsumexp;
 use crate::ops::index::Indices;
 use crate::tensor::Tensor;
@@ -252,14 +253,20 @@ impl Backward for CrossEntropyBackward {
         } else {
             let g = gy.to_vec();
             let (w, d, t) = (w.packed(), self.x.packed(), self.target(c));
-            let mut out = crate::tensor::zeroed(n * c);
-            for r in 0..n {
-                let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
-                for j in 0..c {
-                    let at = r * c + j;
-                    out[at] = (((d[at] - self.lse[r].0) - self.lse[r].1).exp() - t[at]) * s;
-                }
-            }
+            let mut out = crate::tensor::buffer(n * c);
+            crate::kernels::simd::vectorized(
+                #[inline(always)]
+                || {
+                    for r in 0..n {
+                        let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
+                        let (m, l) = self.lse[r];
+                        let row = r * c..(r + 1) * c;
+                        for ((o, &x), &t) in out[row.clone()].iter_mut().zip(&d[row.clone()]).zip(&t[row]) {
+                            *o = (fastmath::exp((x - m) - l) - t) * s;
+                        }
+                    }
+                },
+            );
             Tensor::from_parts(out, &[n, c])
         };
         Ok(SmallVec::from_elem(Some(gx), 1))
