@@ -318,12 +318,27 @@ fn w6_transformer(reps: usize) -> Result<String, forgia::Error> {
     let ids = forgia::Indices::new(ids.iter().map(|&i| i as i64).collect(), &[batch, context])?;
     let targets = forgia::Indices::from(targets);
     let mut opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
+    // Per-phase times of every measured step: forward (with the loss), backward, optimizer.
+    let mut phases: [Vec<f64>; 3] = Default::default();
     let ms = median_ms(reps, || {
+        let start = Instant::now();
         let logits = model.forward(&ids)?.reshape(&[batch * context, 65])?;
-        forgia::loss::cross_entropy(&logits, &targets, Default::default())?.backward()?;
+        let loss = forgia::loss::cross_entropy(&logits, &targets, Default::default())?;
+        let forward = start.elapsed();
+        loss.backward()?;
+        let backward = start.elapsed() - forward;
         opt.step(&mut model)?;
         model.zero_grad();
+        let step = start.elapsed() - forward - backward;
+        for (v, d) in phases.iter_mut().zip([forward, backward, step]) {
+            v.push(d.as_secs_f64() * 1e3);
+        }
         Ok(())
     })?;
-    Ok(line("W6", ms, &[]))
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        format!("{:.1}", v[v.len() / 2])
+    };
+    let [f, b, s] = &mut phases;
+    Ok(line("W6", ms, &[("forward_ms", median(f)), ("backward_ms", median(b)), ("optimizer_ms", median(s))]))
 }
