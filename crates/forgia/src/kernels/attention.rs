@@ -146,13 +146,29 @@ fn row_dot(x: &[f32], y: Option<&[f32]>) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// `t[c·S + j] = x[j, c]`: a block's `S × W` rows transposed into packed `W × S`.
+/// `t[c·S + j] = x[j, c]`: a block's `S × W` rows transposed into packed `W × S`, by 8 × 8
+/// squares (whole rows in, whole rows out) with a scalar rim.
 #[inline(always)]
 fn transpose_into(x: &Heads<'_>, base: usize, (s, w): (usize, usize), t: &mut [f32]) {
+    const B: usize = 8;
+    let (s8, w8) = (s / B * B, w / B * B);
+    for j0 in (0..s8).step_by(B) {
+        for c0 in (0..w8).step_by(B) {
+            let sq: [&[f32; B]; B] =
+                std::array::from_fn(|jj| x.data[base + (j0 + jj) * x.row + c0..][..B].try_into().expect("B"));
+            for cc in 0..B {
+                let out: &mut [f32; B] = (&mut t[(c0 + cc) * s + j0..][..B]).try_into().expect("B");
+                for jj in 0..B {
+                    out[jj] = sq[jj][cc];
+                }
+            }
+        }
+    }
     for j in 0..s {
         let row = &x.data[base + j * x.row..][..w];
-        for (c, &e) in row.iter().enumerate() {
-            t[c * s + j] = e;
+        let first = if j < s8 { w8 } else { 0 };
+        for c in first..w {
+            t[c * s + j] = row[c];
         }
     }
 }
@@ -224,10 +240,10 @@ fn chunks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut
     let scratch = 2 * g.sq * g.sk + g.sk * g.d.max(g.dv);
     if items.len() > 1 {
         parallel::install(|| {
-            items.par_iter_mut().enumerate().for_each_init(
-                || crate::tensor::Scratch::new(scratch),
-                |s, (c, t)| f(c, t, s),
-            )
+            items
+                .par_iter_mut()
+                .enumerate()
+                .for_each_init(|| crate::tensor::Scratch::new(scratch), |s, (c, t)| f(c, t, s))
         });
     } else {
         let mut s = crate::tensor::Scratch::new(scratch);
@@ -316,12 +332,8 @@ pub(crate) fn backward(
         Some(ds) => split(ds, n).into_iter().map(Some).collect(),
         None => (0..n).map(|_| None).collect(),
     };
-    let mut items: Vec<_> = split(grads.dq, n)
-        .into_iter()
-        .zip(split(grads.dk, n))
-        .zip(split(grads.dv, n))
-        .zip(ds_chunks)
-        .collect();
+    let mut items: Vec<_> =
+        split(grads.dq, n).into_iter().zip(split(grads.dk, n)).zip(split(grads.dv, n)).zip(ds_chunks).collect();
     let [lq, lk, lv] = grads.layouts;
     chunks(g, &mut items, |c, (((dq, dk), dv), ds_out), scratch| {
         simd::vectorized(

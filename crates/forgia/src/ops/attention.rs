@@ -142,7 +142,16 @@ impl Tensor {
                 reason: format!("must be finite, got {scale}"),
             });
         }
-        let g = AttnGeom { bh: q[0] * q[1], heads: q[1], sq: q[2], sk: kk[2], d: q[3], dv: v[3], scale, causal: opts.causal };
+        let g = AttnGeom {
+            bh: q[0] * q[1],
+            heads: q[1],
+            sq: q[2],
+            sk: kk[2],
+            d: q[3],
+            dv: v[3],
+            scale,
+            causal: opts.causal,
+        };
         let full = [q[0], q[1], q[2], kk[2]];
         let mask_info = opts.mask.map(|m| mask_offsets(m, &full)).transpose()?;
         let (qd, kd, vd) = (addressable(self), addressable(key), addressable(value));
