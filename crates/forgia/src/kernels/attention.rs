@@ -258,11 +258,21 @@ fn chunks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut
 /// output is zero).
 pub(crate) fn forward(
     g: &AttnGeom,
+    qkv: (Heads<'_>, Heads<'_>, Heads<'_>),
+    mask: Option<MaskRef<'_>>,
+    out: (usize, Out),
+) -> (Vec<f32>, Vec<f32>) {
+    forward_by(products(g), g, qkv, mask, out)
+}
+
+/// [`forward`] with the products' kernel chosen by the caller.
+fn forward_by(
+    how: Products,
+    g: &AttnGeom,
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     mask: Option<MaskRef<'_>>,
     (group, out): (usize, Out),
 ) -> (Vec<f32>, Vec<f32>) {
-    let how = products(g);
     let mut y = crate::tensor::buffer(g.bh * g.sq * g.dv);
     let mut lse = crate::tensor::buffer(g.bh * g.sq);
     if g.bh == 0 || g.sq == 0 {
@@ -311,12 +321,23 @@ pub(crate) struct AttnGrads<'a> {
 /// element of the gradients is written.
 pub(crate) fn backward(
     g: &AttnGeom,
+    qkv: (Heads<'_>, Heads<'_>, Heads<'_>),
+    saved: (Heads<'_>, &[f32], Heads<'_>),
+    mask: Option<MaskRef<'_>>,
+    grads: AttnGrads<'_>,
+) {
+    backward_by(products(g), g, qkv, saved, mask, grads)
+}
+
+/// [`backward`] with the products' kernel chosen by the caller.
+fn backward_by(
+    how: Products,
+    g: &AttnGeom,
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     (o, lse, go): (Heads<'_>, &[f32], Heads<'_>),
     mask: Option<MaskRef<'_>>,
     grads: AttnGrads<'_>,
 ) {
-    let how = products(g);
     let (sq, sk, group) = (g.sq, g.sk, grads.group);
     if g.bh == 0 {
         return;
@@ -384,4 +405,55 @@ pub(crate) fn backward(
             },
         )
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: usize) -> Vec<f32> {
+        (0..n).map(|i| ((i * 7 + seed * 13) % 23) as f32 * 0.1 - 1.1).collect()
+    }
+
+    /// `[B, S, H, W]` storage seen as `[B, H, S, W]`.
+    fn interleaved(data: &[f32], (s, h, w): (usize, usize, usize)) -> Heads<'_> {
+        Heads { data, offset: 0, batch: s * h * w, head: w, row: h * w }
+    }
+
+    fn close(a: &[f32], b: &[f32], what: &str) {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{what}[{i}]: {x} vs {y}");
+        }
+    }
+
+    #[test]
+    fn tiles_and_gemm_agree_on_interleaved_and_packed_layouts() {
+        if !simd::has_fma() {
+            return; // the tiles need FMA to be worth running (and `products` never picks them)
+        }
+        let (b, h, sq, sk, d, dv) = (2, 3, 9, 11, 6, 5);
+        for causal in [false, true] {
+            let g = AttnGeom { bh: b * h, heads: h, sq, sk, d, dv, scale: 0.4, causal };
+            let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * h * d, 2), data(b * sk * h * dv, 3));
+            let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, h, d)), interleaved(&vd, (sk, h, dv)));
+            let out = (h, Out { head: dv, row: h * dv });
+            let (y1, l1) = forward_by(Products::Tiles, &g, qkv, None, out);
+            let (y2, l2) = forward_by(Products::Gemm, &g, qkv, None, out);
+            close(&y1, &y2, "output");
+            close(&l1, &l2, "lse");
+            let god = data(y1.len(), 4);
+            let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));
+            let run = |how| {
+                let (mut dq, mut dk, mut dvv) = (vec![0.0; qd.len()], vec![0.0; kd.len()], vec![0.0; vd.len()]);
+                let layouts =
+                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }];
+                let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dvv, ds: None, group: h, layouts };
+                backward_by(how, &g, qkv, saved, None, grads);
+                [dq, dk, dvv]
+            };
+            for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {
+                close(a, b, &format!("gradient, causal {causal}"));
+            }
+        }
+    }
 }
