@@ -154,6 +154,37 @@ fn a_fully_masked_query_row_gives_zero_output_and_zero_gradients() {
 }
 
 #[test]
+fn empty_lengths_widths_and_batches_give_empty_or_zero_results() {
+    let zeros = |t: &Tensor| t.grad().is_none_or(|g| g.to_vec().iter().all(|&x| x == 0.0));
+    let opts = AttentionOptions { scale: Some(1.0), ..Default::default() };
+    // (q, k, v) shapes: no queries, no keys, zero widths, no batch.
+    let cases = [
+        ([2, 2, 0, 4], [2, 2, 3, 4], [2, 2, 3, 5]),
+        ([1, 2, 3, 4], [1, 2, 0, 4], [1, 2, 0, 5]),
+        ([2, 2, 3, 0], [2, 2, 3, 0], [2, 2, 3, 2]),
+        ([2, 2, 3, 4], [2, 2, 3, 4], [2, 2, 3, 0]),
+        ([0, 2, 3, 4], [0, 2, 3, 4], [0, 2, 3, 4]),
+    ];
+    for (qs, ks, vs) in cases {
+        let (q, k, v) = (var(&qs, 60), var(&ks, 61), var(&vs, 62));
+        for causal in [false, true] {
+            let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions { causal, ..opts }).unwrap();
+            assert_eq!(y.shape(), &[qs[0], qs[1], qs[2], vs[3]]);
+            if ks[2] == 0 {
+                assert!(y.to_vec().iter().all(|&e| e == 0.0), "no keys: zero rows");
+            }
+            y.sum_all().backward().unwrap();
+            if qs[2] == 0 || vs[3] == 0 {
+                assert!(zeros(&k) && zeros(&v), "{qs:?} {ks:?} {vs:?}");
+            }
+            for t in [&q, &k, &v] {
+                t.zero_grad();
+            }
+        }
+    }
+}
+
+#[test]
 fn rope_rotates_the_second_position_by_its_angle() {
     // D = 2: one frequency (1). Position 1 rotates (1, 0) by 1 radian; position 0 is unchanged.
     let x = Tensor::from_vec(vec![1.0, 0.0, 1.0, 0.0], &[1, 1, 2, 2]).unwrap();

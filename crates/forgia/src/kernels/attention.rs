@@ -151,6 +151,9 @@ fn row_dot(x: &[f32], y: Option<&[f32]>) -> f32 {
 #[inline(always)]
 fn transpose_into(x: &Heads<'_>, base: usize, (s, w): (usize, usize), t: &mut [f32]) {
     const B: usize = 8;
+    if w == 0 {
+        return; // nothing to move (and an empty operand may have no storage to slice)
+    }
     let (s8, w8) = (s / B * B, w / B * B);
     for j0 in (0..s8).step_by(B) {
         for c0 in (0..w8).step_by(B) {
@@ -382,8 +385,12 @@ fn backward_by(
                     let dest = Dest { data: dp, off: 0, ld: sk };
                     matmul(how, (sq, sk, g.dv), gor, (t, 0, sk), dest, 1.0, cols);
                     for r in 0..sq {
-                        let (gr, or) = (&go.data[gob + r * go.row..][..g.dv], &o.data[ob + r * o.row..][..g.dv]);
-                        let delta = row_dot(gr, Some(or));
+                        let delta = if g.dv == 0 {
+                            0.0
+                        } else {
+                            let gr = &go.data[gob + r * go.row..][..g.dv];
+                            row_dot(gr, Some(&o.data[ob + r * o.row..][..g.dv]))
+                        };
                         let n = visible(g, r);
                         let (pr, dr) = (&p[r * sk..][..n], &mut dp[r * sk..][..sk]);
                         for (d, &pe) in dr[..n].iter_mut().zip(pr) {
