@@ -68,6 +68,122 @@ fn attention_gradients_pass_gradcheck() {
     );
 }
 
+fn assert_near(a: &Tensor, b: &Tensor, tol: f32, what: &str) {
+    assert_eq!(a.shape(), b.shape(), "{what}: shapes");
+    for (i, (x, y)) in a.to_vec().iter().zip(b.to_vec()).enumerate() {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{what}[{i}]: {x} vs {y}");
+    }
+}
+
+/// A fresh variable holding `t`'s values, packed.
+fn packed_copy(t: &Tensor) -> Tensor {
+    Tensor::from_vec(t.to_vec(), t.shape()).unwrap().into_variable()
+}
+
+#[test]
+fn head_split_views_are_read_in_place_and_match_packed_operands() {
+    // Odd sizes reach every tile remainder; B = 4 >= the workers, so outputs interleave heads.
+    let (b, s, h, dh) = (4, 13, 3, 10);
+    for causal in [false, true] {
+        let xs: Vec<Tensor> = (0..3).map(|i| var(&[b, s, h * dh], 20 + i)).collect();
+        let split = |x: &Tensor| x.reshape(&[b, s, h, dh]).unwrap().transpose(1, 2).unwrap();
+        let views: Vec<Tensor> = xs.iter().map(split).collect();
+        let packed: Vec<Tensor> = views.iter().map(packed_copy).collect();
+        let opts = AttentionOptions { causal, ..Default::default() };
+        let y = views[0].scaled_dot_product_attention(&views[1], &views[2], opts).unwrap();
+        let r = packed[0].scaled_dot_product_attention(&packed[1], &packed[2], opts).unwrap();
+        assert_near(&y, &r, 1e-6, "output");
+        if forgia::num_threads() <= b {
+            // Stored [B, S, H, Dv]: merging the heads back is a free view.
+            assert!(y.transpose(1, 2).unwrap().is_contiguous());
+        }
+        let c = Tensor::randn(&[b, h, s, dh], 0.0, 1.0, &mut Rng::new(30));
+        y.transpose(1, 2)
+            .unwrap()
+            .reshape(&[b, s, h * dh])
+            .unwrap()
+            .backward_with_grad(&c.transpose(1, 2).unwrap().reshape(&[b, s, h * dh]).unwrap())
+            .unwrap();
+        r.backward_with_grad(&c).unwrap();
+        for (x, p) in xs.iter().zip(&packed) {
+            let want = p.grad().unwrap().transpose(1, 2).unwrap().reshape(&[b, s, h * dh]).unwrap();
+            assert_near(&x.grad().unwrap(), &want, 1e-6, &format!("grad, causal {causal}"));
+        }
+    }
+}
+
+#[test]
+fn causal_attention_matches_an_explicit_mask_for_any_lengths_and_widths() {
+    for (sq, sk) in [(37, 37), (21, 45), (45, 21)] {
+        let (q, k, v) = (var(&[2, 2, sq, 20], 40), var(&[2, 2, sk, 20], 41), var(&[2, 2, sk, 12], 42));
+        let data = (0..sq * sk).map(|e| if e % sk <= e / sk { 0.0 } else { f32::NEG_INFINITY }).collect();
+        let mask = Tensor::from_vec(data, &[sq, sk]).unwrap();
+        let causal = AttentionOptions { causal: true, ..Default::default() };
+        let masked = AttentionOptions { mask: Some(&mask), ..Default::default() };
+        let (q2, k2, v2) = (packed_copy(&q), packed_copy(&k), packed_copy(&v));
+        let y = q.scaled_dot_product_attention(&k, &v, causal).unwrap();
+        let r = q2.scaled_dot_product_attention(&k2, &v2, masked).unwrap();
+        assert_near(&y, &r, 1e-6, &format!("output {sq}x{sk}"));
+        let c = Tensor::randn(&[2, 2, sq, 12], 0.0, 1.0, &mut Rng::new(43));
+        y.backward_with_grad(&c).unwrap();
+        r.backward_with_grad(&c).unwrap();
+        for (a, b) in [(&q, &q2), (&k, &k2), (&v, &v2)] {
+            assert_near(&a.grad().unwrap(), &b.grad().unwrap(), 1e-6, &format!("grad {sq}x{sk}"));
+        }
+    }
+}
+
+#[test]
+fn a_fully_masked_query_row_gives_zero_output_and_zero_gradients() {
+    let (q, k, v) = (var(&[1, 2, 3, 4], 50), var(&[1, 2, 5, 4], 51), var(&[1, 2, 5, 3], 52));
+    let mut data = vec![0.0; 15];
+    data[5..10].fill(f32::NEG_INFINITY); // query 1 sees no key
+    let mask = Tensor::from_vec(data, &[3, 5]).unwrap();
+    let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions { mask: Some(&mask), ..Default::default() });
+    let y = y.unwrap();
+    let yv = y.to_vec();
+    for hd in 0..2 {
+        assert_eq!(&yv[hd * 9 + 3..hd * 9 + 6], &[0.0; 3]);
+    }
+    y.sum_all().backward().unwrap();
+    let gq = q.grad().unwrap().to_vec();
+    for hd in 0..2 {
+        assert_eq!(&gq[hd * 12 + 4..hd * 12 + 8], &[0.0; 4]);
+    }
+    assert!(k.grad().unwrap().to_vec().iter().chain(&v.grad().unwrap().to_vec()).all(|g| g.is_finite()));
+}
+
+#[test]
+fn empty_lengths_widths_and_batches_give_empty_or_zero_results() {
+    let zeros = |t: &Tensor| t.grad().is_none_or(|g| g.to_vec().iter().all(|&x| x == 0.0));
+    let opts = AttentionOptions { scale: Some(1.0), ..Default::default() };
+    // (q, k, v) shapes: no queries, no keys, zero widths, no batch.
+    let cases = [
+        ([2, 2, 0, 4], [2, 2, 3, 4], [2, 2, 3, 5]),
+        ([1, 2, 3, 4], [1, 2, 0, 4], [1, 2, 0, 5]),
+        ([2, 2, 3, 0], [2, 2, 3, 0], [2, 2, 3, 2]),
+        ([2, 2, 3, 4], [2, 2, 3, 4], [2, 2, 3, 0]),
+        ([0, 2, 3, 4], [0, 2, 3, 4], [0, 2, 3, 4]),
+    ];
+    for (qs, ks, vs) in cases {
+        let (q, k, v) = (var(&qs, 60), var(&ks, 61), var(&vs, 62));
+        for causal in [false, true] {
+            let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions { causal, ..opts }).unwrap();
+            assert_eq!(y.shape(), &[qs[0], qs[1], qs[2], vs[3]]);
+            if ks[2] == 0 {
+                assert!(y.to_vec().iter().all(|&e| e == 0.0), "no keys: zero rows");
+            }
+            y.sum_all().backward().unwrap();
+            if qs[2] == 0 || vs[3] == 0 {
+                assert!(zeros(&k) && zeros(&v), "{qs:?} {ks:?} {vs:?}");
+            }
+            for t in [&q, &k, &v] {
+                t.zero_grad();
+            }
+        }
+    }
+}
+
 #[test]
 fn rope_rotates_the_second_position_by_its_angle() {
     // D = 2: one frequency (1). Position 1 rotates (1, 0) by 1 radian; position 0 is unchanged.

@@ -1,17 +1,29 @@
-//! Fused scaled-dot-product attention over `[BH, S, D]` blocks: scores by GEMM, an in-place
-//! row softmax that keeps only each row's log-sum-exp, and a backward that recomputes the
-//! probabilities from it instead of storing the `S × S` matrix.
+//! Fused scaled-dot-product attention over `[B, H, S, D]` blocks: scores by a product, an
+//! in-place row softmax that keeps only each row's log-sum-exp, and a backward that recomputes
+//! the probabilities from it instead of storing the `S × S` matrix.
+//!
+//! Operands are addressed per `(b, h)` block with row strides ([`Heads`]), so the head-split
+//! views `x.reshape(B, S, H, dh).transpose(1, 2)` are read in place; results are written
+//! through [`Out`], either packed per block or heads-interleaved (`[B, S, H, W]` storage).
+//! Causal blocks skip the masked upper triangle. The products go through the register tiles
+//! of [`tile`] on CPUs with FMA and moderate heads, else through the `gemm` crate.
+
+mod tile;
 
 use rayon::prelude::*;
 
-use super::gemm::{gemm, MatRef};
+use self::tile::{matmul, Dest, Products, Strided, Tri};
+use super::fastmath;
+use super::simd;
 use crate::parallel;
 
-/// Sizes of one attention call and its optional broadcast mask.
+/// Sizes of one attention call.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AttnGeom {
     /// Batch × heads.
     pub(crate) bh: usize,
+    /// Heads (divides `bh`).
+    pub(crate) heads: usize,
     /// Query and key lengths, query/key width, value width.
     pub(crate) sq: usize,
     pub(crate) sk: usize,
@@ -19,6 +31,34 @@ pub(crate) struct AttnGeom {
     pub(crate) dv: usize,
     pub(crate) scale: f32,
     pub(crate) causal: bool,
+}
+
+/// A `[B, H, S, W]` operand: block `(b, h)` starts at `offset + b·batch + h·head`, its rows are
+/// `row` apart and each row's `W` elements are contiguous.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Heads<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) offset: usize,
+    pub(crate) batch: usize,
+    pub(crate) head: usize,
+    pub(crate) row: usize,
+}
+
+impl Heads<'_> {
+    /// Storage offset of block `i = b·heads + h`.
+    fn block(&self, i: usize, heads: usize) -> usize {
+        self.offset + (i / heads) * self.batch + (i % heads) * self.head
+    }
+}
+
+/// Where a result's blocks go inside one parallel chunk of `group` blocks: block `g` of the
+/// chunk starts at `g·head`, its rows are `row` apart. Packed `[B, H, S, W]` is
+/// `{ head: S·W, row: W }`; heads-interleaved `[B, S, H, W]` (with `group = H`) is
+/// `{ head: W, row: H·W }`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Out {
+    pub(crate) head: usize,
+    pub(crate) row: usize,
 }
 
 /// An additive mask: per `(b, h)` block, the storage offset, and its row and column strides.
@@ -31,137 +71,396 @@ pub(crate) struct MaskRef<'a> {
     pub(crate) col_stride: isize,
 }
 
-fn mat(data: &[f32], offset: usize, rows_stride: usize) -> MatRef<'_> {
-    MatRef { data, offset, row_stride: rows_stride as isize, col_stride: 1 }
+/// The products' kernel for these sizes: the register tiles unless the CPU lacks FMA or a
+/// head is so large that the `gemm` crate's blocking wins (measured: tiles are ahead at
+/// `S = 128, D = 64`).
+fn products(g: &AttnGeom) -> Products {
+    let big = g.sq.max(g.sk) > 512 || g.d.max(g.dv) > 256;
+    if simd::has_fma() && !big {
+        Products::Tiles
+    } else {
+        Products::Gemm
+    }
 }
 
-fn mat_t(data: &[f32], offset: usize, rows_stride: usize) -> MatRef<'_> {
-    MatRef { data, offset, row_stride: 1, col_stride: rows_stride as isize }
+/// Keys query row `i` may see: all of them, or `j <= i` when causal.
+#[inline(always)]
+fn visible(g: &AttnGeom, i: usize) -> usize {
+    if g.causal {
+        (i + 1).min(g.sk)
+    } else {
+        g.sk
+    }
 }
 
-/// `s = scale · q kᵀ + mask`, with `-inf` above the diagonal when causal.
-fn scores(g: &AttnGeom, b: usize, q: &[f32], k: &[f32], mask: Option<MaskRef<'_>>, s: &mut [f32]) {
-    let (qo, ko) = (b * g.sq * g.d, b * g.sk * g.d);
-    gemm(g.sq, g.sk, g.d, mat(q, qo, g.d), mat_t(k, ko, g.d), s, false, g.scale);
-    if let Some(m) = mask {
-        let base = m.offsets[b] as isize;
-        for i in 0..g.sq {
-            for j in 0..g.sk {
-                s[i * g.sk + j] += m.data[(base + i as isize * m.row_stride + j as isize * m.col_stride) as usize];
+/// `e^x`, exactly 0 at `-inf` (a blocked position).
+#[inline(always)]
+fn exp0(x: f32) -> f32 {
+    if x == f32::NEG_INFINITY {
+        0.0
+    } else {
+        fastmath::exp(x)
+    }
+}
+
+/// Lanes of the row reductions below: 8 independent partial results let LLVM use one vector
+/// register (a plain `fold` is a serial chain of scalar operations).
+const LANES: usize = 8;
+
+/// The largest element of `x` (`-inf` for an empty or all-`-inf` `x`).
+#[inline(always)]
+fn row_max(x: &[f32]) -> f32 {
+    let big = |a: f32, b: f32| if b > a { b } else { a };
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            acc[l] = big(acc[l], c[l]);
+        }
+    }
+    chunks.remainder().iter().chain(&acc).fold(f32::NEG_INFINITY, |m, &e| big(m, e))
+}
+
+/// `Σ x[j] · y[j]` (or `Σ x[j]` when `y` is `None`), in `LANES` partial sums.
+#[inline(always)]
+fn row_dot(x: &[f32], y: Option<&[f32]>) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let n = x.len() / LANES * LANES;
+    for j in (0..n).step_by(LANES) {
+        let c: &[f32; LANES] = x[j..j + LANES].try_into().expect("LANES");
+        match y {
+            Some(y) => {
+                let d: &[f32; LANES] = y[j..j + LANES].try_into().expect("LANES");
+                for l in 0..LANES {
+                    acc[l] += c[l] * d[l];
+                }
+            }
+            None => {
+                for l in 0..LANES {
+                    acc[l] += c[l];
+                }
             }
         }
     }
-    if g.causal {
-        for i in 0..g.sq {
-            s[i * g.sk + (i + 1).min(g.sk)..(i + 1) * g.sk].fill(f32::NEG_INFINITY);
+    let tail: f32 = (n..x.len()).map(|j| x[j] * y.map_or(1.0, |y| y[j])).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `t[c·S + j] = x[j, c]`: a block's `S × W` rows transposed into packed `W × S`, by 8 × 8
+/// squares (whole rows in, whole rows out) with a scalar rim.
+#[inline(always)]
+fn transpose_into(x: &Heads<'_>, base: usize, (s, w): (usize, usize), t: &mut [f32]) {
+    const B: usize = 8;
+    if w == 0 {
+        return; // nothing to move (and an empty operand may have no storage to slice)
+    }
+    let (s8, w8) = (s / B * B, w / B * B);
+    for j0 in (0..s8).step_by(B) {
+        for c0 in (0..w8).step_by(B) {
+            let sq: [&[f32; B]; B] =
+                std::array::from_fn(|jj| x.data[base + (j0 + jj) * x.row + c0..][..B].try_into().expect("B"));
+            for cc in 0..B {
+                let out: &mut [f32; B] = (&mut t[(c0 + cc) * s + j0..][..B]).try_into().expect("B");
+                for jj in 0..B {
+                    out[jj] = sq[jj][cc];
+                }
+            }
+        }
+    }
+    for j in 0..s {
+        let row = &x.data[base + j * x.row..][..w];
+        let first = if j < s8 { w8 } else { 0 };
+        for c in first..w {
+            t[c * s + j] = row[c];
         }
     }
 }
 
-/// Runs `f(block, scratch)` for every `(b, h)` block, in parallel when there are several.
-fn blocks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut Vec<f32>) + Sync) {
-    let scratch = 2 * g.sq * g.sk;
-    if g.bh > 1 {
+/// Scores of block `i` into `s` (`Sq × Sk`): `scale · q kᵀ + mask` on each row's visible keys
+/// (later columns are left as they are). `kt` is scratch for the transposed keys.
+#[inline(always)]
+fn scores(
+    g: &AttnGeom,
+    how: Products,
+    i: usize,
+    (q, k): (&Heads<'_>, &Heads<'_>),
+    mask: Option<MaskRef<'_>>,
+    kt: &mut [f32],
+    s: &mut [f32],
+) {
+    transpose_into(k, k.block(i, g.heads), (g.sk, g.d), kt);
+    let a = Strided { data: q.data, off: q.block(i, g.heads), rs: q.row, cs: 1 };
+    let tri = if g.causal { Tri::Cols } else { Tri::Full };
+    let dest = Dest { data: s, off: 0, ld: g.sk };
+    matmul(how, (g.sq, g.sk, g.d), a, (kt, 0, g.sk), dest, g.scale, tri);
+    if let Some(m) = mask {
+        let base = m.offsets[i] as isize;
+        for r in 0..g.sq {
+            let row = &mut s[r * g.sk..][..visible(g, r)];
+            for (j, e) in row.iter_mut().enumerate() {
+                *e += m.data[(base + r as isize * m.row_stride + j as isize * m.col_stride) as usize];
+            }
+        }
+    }
+}
+
+/// Softmax of one score row over its first `n` entries, in place, zeros after them; returns
+/// its log-sum-exp (`+inf`, and an all-zero row, when every entry is `-inf`).
+#[inline(always)]
+fn softmax_row(row: &mut [f32], n: usize) -> f32 {
+    let (live, dead) = row.split_at_mut(n);
+    dead.fill(0.0);
+    let m = row_max(live);
+    if m == f32::NEG_INFINITY {
+        live.fill(0.0);
+        return f32::INFINITY;
+    }
+    for e in live.iter_mut() {
+        *e = exp0(*e - m);
+    }
+    let sum = row_dot(live, None);
+    let inv = 1.0 / sum;
+    live.iter_mut().for_each(|e| *e *= inv);
+    m + sum.ln()
+}
+
+/// `buf` cut into `n` equal chunks (empty ones when `buf` is empty).
+fn split(buf: &mut [f32], n: usize) -> Vec<&mut [f32]> {
+    let len = buf.len() / n.max(1);
+    let mut rest = buf;
+    (0..n)
+        .map(|_| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            head
+        })
+        .collect()
+}
+
+/// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks, in parallel when there
+/// are several. `scratch` holds `2·Sq·Sk + Sk·max(D, Dv)` floats.
+fn chunks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut [f32]) + Sync) {
+    let scratch = 2 * g.sq * g.sk + g.sk * g.d.max(g.dv);
+    if items.len() > 1 {
         parallel::install(|| {
-            items.par_iter_mut().enumerate().for_each_init(|| vec![0.0f32; scratch], |s, (i, t)| f(i, t, s))
+            items
+                .par_iter_mut()
+                .enumerate()
+                .for_each_init(|| crate::tensor::Scratch::new(scratch), |s, (c, t)| f(c, t, s))
         });
     } else {
-        let mut s = vec![0.0f32; scratch];
-        for (i, t) in items.iter_mut().enumerate() {
-            f(i, t, &mut s);
+        let mut s = crate::tensor::Scratch::new(scratch);
+        for (c, t) in items.iter_mut().enumerate() {
+            f(c, t, &mut s);
         }
     }
 }
 
-/// Forward: returns the output `[BH, Sq, Dv]` and each row's log-sum-exp `[BH, Sq]`
-/// (`+inf` for a row that is masked out entirely; its output is zero).
+/// Forward: returns the output (`group` blocks per chunk laid out by `out`, `B·H·Sq·Dv` floats)
+/// and each row's log-sum-exp `[BH, Sq]` (`+inf` for a row that is masked out entirely; its
+/// output is zero).
 pub(crate) fn forward(
     g: &AttnGeom,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    qkv: (Heads<'_>, Heads<'_>, Heads<'_>),
     mask: Option<MaskRef<'_>>,
+    out: (usize, Out),
 ) -> (Vec<f32>, Vec<f32>) {
-    let mut out = crate::tensor::buffer(g.bh * g.sq * g.dv);
-    let mut lse = crate::tensor::buffer(g.bh * g.sq);
-    let mut items: Vec<(&mut [f32], &mut [f32])> = out.chunks_mut(g.sq * g.dv).zip(lse.chunks_mut(g.sq)).collect();
-    blocks(g, &mut items, |b, (o, l), s| {
-        let s = &mut s[..g.sq * g.sk];
-        scores(g, b, q, k, mask, s);
-        for (row, l) in s.chunks_mut(g.sk).zip(l.iter_mut()) {
-            let m = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            if m == f32::NEG_INFINITY {
-                row.fill(0.0);
-                *l = f32::INFINITY;
-                continue;
-            }
-            let mut sum = 0.0f32;
-            for e in row.iter_mut() {
-                *e = (*e - m).exp();
-                sum += *e;
-            }
-            let inv = 1.0 / sum;
-            row.iter_mut().for_each(|e| *e *= inv);
-            *l = m + sum.ln();
-        }
-        gemm(g.sq, g.dv, g.sk, mat(s, 0, g.sk), mat(v, b * g.sk * g.dv, g.dv), o, false, 1.0);
-    });
-    (out, lse)
+    forward_by(products(g), g, qkv, mask, out)
 }
 
-/// Gradients of one attention call. `ds` (the gradient of the pre-softmax scores, for a mask
-/// that needs one) is filled when given, as `[BH, Sq, Sk]`.
+/// [`forward`] with the products' kernel chosen by the caller.
+fn forward_by(
+    how: Products,
+    g: &AttnGeom,
+    (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
+    mask: Option<MaskRef<'_>>,
+    (group, out): (usize, Out),
+) -> (Vec<f32>, Vec<f32>) {
+    let mut y = crate::tensor::buffer(g.bh * g.sq * g.dv);
+    let mut lse = crate::tensor::buffer(g.bh * g.sq);
+    if g.bh == 0 || g.sq == 0 {
+        return (y, lse);
+    }
+    let n = g.bh / group;
+    let mut items: Vec<(&mut [f32], &mut [f32])> = split(&mut y, n).into_iter().zip(split(&mut lse, n)).collect();
+    chunks(g, &mut items, |c, (y, l), scratch| {
+        simd::vectorized(
+            #[inline(always)]
+            || {
+                let (s, rest) = scratch.split_at_mut(g.sq * g.sk);
+                let kt = &mut rest[g.sq * g.sk..];
+                for h in 0..group {
+                    let i = c * group + h;
+                    scores(g, how, i, (&q, &k), mask, kt, s);
+                    for (r, l) in l[h * g.sq..][..g.sq].iter_mut().enumerate() {
+                        *l = softmax_row(&mut s[r * g.sk..][..g.sk], visible(g, r));
+                    }
+                    let p = Strided { data: s, off: 0, rs: g.sk, cs: 1 };
+                    let tri = if g.causal { Tri::Lower } else { Tri::Full };
+                    let dest = Dest { data: y, off: h * out.head, ld: out.row };
+                    matmul(how, (g.sq, g.dv, g.sk), p, (v.data, v.block(i, g.heads), v.row), dest, 1.0, tri);
+                }
+            },
+        )
+    });
+    (y, lse)
+}
+
+/// Gradients of one attention call, each laid out like the forward output (`group` blocks
+/// per chunk, placed by `layouts[0..3]` for `dq`, `dk`, `dv`). `ds` (the gradient of the
+/// pre-softmax scores, for a mask that needs one) is filled when given, as packed
+/// `[BH, Sq, Sk]`.
 pub(crate) struct AttnGrads<'a> {
     pub(crate) dq: &'a mut [f32],
     pub(crate) dk: &'a mut [f32],
     pub(crate) dv: &'a mut [f32],
     pub(crate) ds: Option<&'a mut [f32]>,
+    pub(crate) group: usize,
+    pub(crate) layouts: [Out; 3],
 }
 
 /// Backward from the saved log-sum-exp: `P = exp(s - lse)`, `dV = Pᵀ dO`, `dP = dO Vᵀ`,
-/// `dS = P ⊙ (dP - rowsum(dO ⊙ O))`, `dQ = scale · dS K`, `dK = scale · dSᵀ Q`.
+/// `dS = P ⊙ (dP - rowsum(dO ⊙ O))`, `dQ = scale · dS K`, `dK = scale · dSᵀ Q`. Every
+/// element of the gradients is written.
 pub(crate) fn backward(
     g: &AttnGeom,
-    (q, k, v): (&[f32], &[f32], &[f32]),
-    (o, lse, go): (&[f32], &[f32], &[f32]),
+    qkv: (Heads<'_>, Heads<'_>, Heads<'_>),
+    saved: (Heads<'_>, &[f32], Heads<'_>),
     mask: Option<MaskRef<'_>>,
     grads: AttnGrads<'_>,
 ) {
-    let (sq, sk) = (g.sq, g.sk);
+    backward_by(products(g), g, qkv, saved, mask, grads)
+}
+
+/// [`backward`] with the products' kernel chosen by the caller.
+fn backward_by(
+    how: Products,
+    g: &AttnGeom,
+    (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
+    (o, lse, go): (Heads<'_>, &[f32], Heads<'_>),
+    mask: Option<MaskRef<'_>>,
+    grads: AttnGrads<'_>,
+) {
+    let (sq, sk, group) = (g.sq, g.sk, grads.group);
+    if g.bh == 0 {
+        return;
+    }
+    if sq == 0 {
+        // No query sees a key: dk and dv are sums over nothing.
+        grads.dk.fill(0.0);
+        grads.dv.fill(0.0);
+        return;
+    }
+    let n = g.bh / group;
     let ds_chunks: Vec<Option<&mut [f32]>> = match grads.ds {
-        Some(ds) => ds.chunks_mut(sq * sk).map(Some).collect(),
-        None => (0..g.bh).map(|_| None).collect(),
+        Some(ds) => split(ds, n).into_iter().map(Some).collect(),
+        None => (0..n).map(|_| None).collect(),
     };
-    let mut items: Vec<_> = grads
-        .dq
-        .chunks_mut(sq * g.d)
-        .zip(grads.dk.chunks_mut(sk * g.d))
-        .zip(grads.dv.chunks_mut(sk * g.dv))
-        .zip(ds_chunks)
-        .collect();
-    blocks(g, &mut items, |b, (((dq, dk), dv), ds_out), scratch| {
-        let (p, dp) = scratch.split_at_mut(sq * sk);
-        scores(g, b, q, k, mask, p);
-        for (i, row) in p.chunks_mut(sk).enumerate() {
-            let l = lse[b * sq + i];
-            row.iter_mut().for_each(|e| *e = (*e - l).exp());
+    let mut items: Vec<_> =
+        split(grads.dq, n).into_iter().zip(split(grads.dk, n)).zip(split(grads.dv, n)).zip(ds_chunks).collect();
+    let [lq, lk, lv] = grads.layouts;
+    chunks(g, &mut items, |c, (((dq, dk), dv), ds_out), scratch| {
+        simd::vectorized(
+            #[inline(always)]
+            || {
+                let (p, rest) = scratch.split_at_mut(sq * sk);
+                let (dp, t) = rest.split_at_mut(sq * sk);
+                for h in 0..group {
+                    let i = c * group + h;
+                    scores(g, how, i, (&q, &k), mask, t, p);
+                    for r in 0..sq {
+                        let l = lse[i * sq + r];
+                        let (live, dead) = p[r * sk..][..sk].split_at_mut(visible(g, r));
+                        live.iter_mut().for_each(|e| *e = exp0(*e - l));
+                        dead.fill(0.0);
+                    }
+                    let (ob, gob) = (o.block(i, g.heads), go.block(i, g.heads));
+                    let upper = if g.causal { Tri::Upper } else { Tri::Full };
+                    let pt = Strided { data: p, off: 0, rs: 1, cs: sk };
+                    let dest = Dest { data: dv, off: h * lv.head, ld: lv.row };
+                    matmul(how, (sk, g.dv, sq), pt, (go.data, gob, go.row), dest, 1.0, upper);
+                    transpose_into(&v, v.block(i, g.heads), (sk, g.dv), t);
+                    let gor = Strided { data: go.data, off: gob, rs: go.row, cs: 1 };
+                    let cols = if g.causal { Tri::Cols } else { Tri::Full };
+                    let dest = Dest { data: dp, off: 0, ld: sk };
+                    matmul(how, (sq, sk, g.dv), gor, (t, 0, sk), dest, 1.0, cols);
+                    for r in 0..sq {
+                        let delta = if g.dv == 0 {
+                            0.0
+                        } else {
+                            let gr = &go.data[gob + r * go.row..][..g.dv];
+                            row_dot(gr, Some(&o.data[ob + r * o.row..][..g.dv]))
+                        };
+                        let n = visible(g, r);
+                        let (pr, dr) = (&p[r * sk..][..n], &mut dp[r * sk..][..sk]);
+                        for (d, &pe) in dr[..n].iter_mut().zip(pr) {
+                            *d = pe * (*d - delta);
+                        }
+                        dr[n..].fill(0.0);
+                    }
+                    if let Some(ds) = ds_out.as_deref_mut() {
+                        ds[h * sq * sk..][..sq * sk].copy_from_slice(dp);
+                    }
+                    let lower = if g.causal { Tri::Lower } else { Tri::Full };
+                    let dsr = Strided { data: dp, off: 0, rs: sk, cs: 1 };
+                    let dest = Dest { data: dq, off: h * lq.head, ld: lq.row };
+                    matmul(how, (sq, g.d, sk), dsr, (k.data, k.block(i, g.heads), k.row), dest, g.scale, lower);
+                    let dst = Strided { data: dp, off: 0, rs: 1, cs: sk };
+                    let dest = Dest { data: dk, off: h * lk.head, ld: lk.row };
+                    matmul(how, (sk, g.d, sq), dst, (q.data, q.block(i, g.heads), q.row), dest, g.scale, upper);
+                }
+            },
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: usize) -> Vec<f32> {
+        (0..n).map(|i| ((i * 7 + seed * 13) % 23) as f32 * 0.1 - 1.1).collect()
+    }
+
+    /// `[B, S, H, W]` storage seen as `[B, H, S, W]`.
+    fn interleaved(data: &[f32], (s, h, w): (usize, usize, usize)) -> Heads<'_> {
+        Heads { data, offset: 0, batch: s * h * w, head: w, row: h * w }
+    }
+
+    fn close(a: &[f32], b: &[f32], what: &str) {
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{what}[{i}]: {x} vs {y}");
         }
-        let (go_b, o_b) = (b * sq * g.dv, b * sq * g.dv);
-        gemm(sk, g.dv, sq, mat_t(p, 0, sk), mat(go, go_b, g.dv), dv, false, 1.0);
-        gemm(sq, sk, g.dv, mat(go, go_b, g.dv), mat_t(v, b * sk * g.dv, g.dv), dp, false, 1.0);
-        for i in 0..sq {
-            let r = go_b + i * g.dv;
-            let delta: f32 =
-                go[r..r + g.dv].iter().zip(&o[o_b + i * g.dv..o_b + (i + 1) * g.dv]).map(|(a, b)| a * b).sum();
-            for j in 0..sk {
-                let e = i * sk + j;
-                dp[e] = p[e] * (dp[e] - delta);
+    }
+
+    #[test]
+    fn tiles_and_gemm_agree_on_interleaved_and_packed_layouts() {
+        if !simd::has_fma() {
+            return; // the tiles need FMA to be worth running (and `products` never picks them)
+        }
+        let (b, h, sq, sk, d, dv) = (2, 3, 9, 11, 6, 5);
+        for causal in [false, true] {
+            let g = AttnGeom { bh: b * h, heads: h, sq, sk, d, dv, scale: 0.4, causal };
+            let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * h * d, 2), data(b * sk * h * dv, 3));
+            let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, h, d)), interleaved(&vd, (sk, h, dv)));
+            let out = (h, Out { head: dv, row: h * dv });
+            let (y1, l1) = forward_by(Products::Tiles, &g, qkv, None, out);
+            let (y2, l2) = forward_by(Products::Gemm, &g, qkv, None, out);
+            close(&y1, &y2, "output");
+            close(&l1, &l2, "lse");
+            let god = data(y1.len(), 4);
+            let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));
+            let run = |how| {
+                let (mut dq, mut dk, mut dvv) = (vec![0.0; qd.len()], vec![0.0; kd.len()], vec![0.0; vd.len()]);
+                let layouts =
+                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }];
+                let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dvv, ds: None, group: h, layouts };
+                backward_by(how, &g, qkv, saved, None, grads);
+                [dq, dk, dvv]
+            };
+            for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {
+                close(a, b, &format!("gradient, causal {causal}"));
             }
         }
-        if let Some(ds) = ds_out {
-            ds.copy_from_slice(dp);
-        }
-        gemm(sq, g.d, sk, mat(dp, 0, sk), mat(k, b * sk * g.d, g.d), dq, false, g.scale);
-        gemm(sk, g.d, sq, mat_t(dp, 0, sk), mat(q, b * sq * g.d, g.d), dk, false, g.scale);
-    });
+    }
 }

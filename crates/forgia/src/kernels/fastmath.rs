@@ -14,8 +14,7 @@ const ROUNDER: f32 = 12_582_912.0;
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.3, 88.3);
-    let shifted = x * LOG2E + ROUNDER;
-    let n = shifted - ROUNDER;
+    let n = (x * LOG2E + ROUNDER) - ROUNDER;
     let r = x - n * LN2_HI - n * LN2_LO;
     let mut p = 1.987_569_1e-4f32;
     p = p * r + 1.398_199_9e-3;
@@ -24,11 +23,17 @@ pub(crate) fn exp(x: f32) -> f32 {
     p = p * r + 1.666_666_5e-1;
     p = p * r + 5.000_000_1e-1;
     let y = p * r * r + r + 1.0;
-    // 2ⁿ from the bits: `shifted` lies in [2²³, 2²⁴), where one unit is one ulp, so its bits
-    // minus ROUNDER's are n. (`n as i32` would be a saturating conversion, which does not
-    // vectorize.)
-    let n_bits = shifted.to_bits().wrapping_sub(ROUNDER.to_bits());
-    y * f32::from_bits(n_bits.wrapping_add(127) << 23)
+    y * pow2(n)
+}
+
+/// `2^n` for an integral `n` in `[-126, 127]`, built from bits. `n + 127 + 2²³` holds the
+/// biased exponent in its low mantissa bits; unlike `n as i32` (a saturating cast that LLVM
+/// scalarizes, element by element), this stays in vector registers.
+#[inline(always)]
+fn pow2(n: f32) -> f32 {
+    const TWO_23: f32 = 8_388_608.0;
+    let biased = (n + 127.0 + TWO_23).to_bits().wrapping_sub(TWO_23.to_bits());
+    f32::from_bits(biased << 23)
 }
 
 /// `tanh x`: an odd polynomial near 0 (Cephes `tanhf`), `1 - 2/(e^{2|x|} + 1)` elsewhere.
@@ -105,6 +110,13 @@ mod tests {
         for x in (-8700..=8800).map(|i| i as f32 * 1e-2) {
             let (got, want) = (exp(x) as f64, (x as f64).exp());
             assert!(((got - want) / want).abs() < 3e-7, "exp({x}) = {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn pow2_matches_the_integer_exponent() {
+        for n in -126..=127 {
+            assert_eq!(pow2(n as f32), f32::from_bits(((n + 127) as u32) << 23), "2^{n}");
         }
     }
 

@@ -23,6 +23,19 @@ pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// True when [`vectorized`] runs its closure with AVX2 + FMA: only there is `f32::mul_add`
+/// one instruction (elsewhere it is a call into libm's exact, slow `fmaf`).
+pub(crate) fn has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn avx2_fma<R>(f: impl FnOnce() -> R) -> R {

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use super::sum_to_shape;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::kernels::attention::{self as k, AttnGeom, AttnGrads, MaskRef};
+use crate::kernels::attention::{self as k, AttnGeom, AttnGrads, Heads, MaskRef, Out};
 use crate::tensor::layout::{broadcast_shapes, offset_of};
 use crate::tensor::{Shape, Tensor};
 
@@ -37,10 +37,66 @@ fn mask_offsets(mask: &Tensor, full: &[usize]) -> Result<(Vec<usize>, isize, isi
     Ok((offsets, l.strides[2], l.strides[3]))
 }
 
+/// `t` itself (a detached view) when the kernel can address it in place — non-negative
+/// strides and contiguous rows, such as the head-split view `x.reshape(B, S, H, dh)
+/// .transpose(1, 2)` — else a packed copy.
+fn addressable(t: &Tensor) -> Tensor {
+    let l = &t.layout;
+    if l.strides.iter().all(|&s| s >= 0) && (l.strides[3] == 1 || l.shape[3] <= 1) {
+        t.detach()
+    } else {
+        t.contiguous_data()
+    }
+}
+
+/// The kernel's view of an [`addressable`] rank-4 tensor.
+fn heads(t: &Tensor) -> Heads<'_> {
+    let s = &t.layout.strides;
+    Heads {
+        data: t.storage.as_slice(),
+        offset: t.layout.offset,
+        batch: s[0] as usize,
+        head: s[1] as usize,
+        row: s[2] as usize,
+    }
+}
+
+/// Whether a result shaped like `like` (`[B, H, S, W]`) is stored heads-interleaved
+/// (`[B, S, H, W]`, shown through a permuted view): when `like` itself is, so that the
+/// caller's `y.transpose(1, 2).reshape(B, S, H·W)` is free, and the batch alone gives every
+/// worker a chunk (chunks are then one batch row, all its heads).
+fn interleaved(like: &Tensor) -> bool {
+    let sh = like.shape();
+    sh[1] > 1 && sh[0] >= crate::parallel::num_threads() && like.layout.permuted(&[0, 2, 1, 3]).is_contiguous()
+}
+
+/// Where the kernel writes a result of `rows × width` per block, and how it is shown.
+fn out_layout(interleave: bool, heads: usize, rows: usize, width: usize) -> Out {
+    if interleave {
+        Out { head: width, row: heads * width }
+    } else {
+        Out { head: rows * width, row: width }
+    }
+}
+
+/// Wraps a kernel result `[B, H, S, W]`, stored heads-interleaved or packed.
+fn result(data: Vec<f32>, shape: [usize; 4], interleave: bool) -> Tensor {
+    if !interleave {
+        return Tensor::from_parts(data, &shape);
+    }
+    let t = Tensor::from_parts(data, &[shape[0], shape[2], shape[1], shape[3]]);
+    let l = t.layout.permuted(&[0, 2, 1, 3]);
+    t.with_layout(l)
+}
+
 impl Tensor {
     /// `softmax(scale · q kᵀ + mask) · v` for `q [B, H, Sq, D]`, `k [B, H, Sk, D]`,
     /// `v [B, H, Sk, Dv]` → `[B, H, Sq, Dv]`. A query row with every key masked out gives
-    /// zeros (PyTorch gives NaN).
+    /// zeros (PyTorch gives NaN). Operands with contiguous rows (such as the head-split view
+    /// `x.reshape(B, S, H, dh).transpose(1, 2)`) are read in place; when the query is such a
+    /// view (and there are at least as many batches as workers), the output is stored as
+    /// `[B, S, H, Dv]` behind a `[B, H, S, Dv]` view, so `y.transpose(1, 2).reshape(B, S, H·Dv)`
+    /// is free. Gradients follow their operand's layout the same way.
     ///
     /// Backward (fused): the forward saves only each row's log-sum-exp (`B·H·Sq` floats) and
     /// the output; the backward recomputes `P = exp(scale·q kᵀ + mask - lse)` with one extra
@@ -86,18 +142,30 @@ impl Tensor {
                 reason: format!("must be finite, got {scale}"),
             });
         }
-        let g = AttnGeom { bh: q[0] * q[1], sq: q[2], sk: kk[2], d: q[3], dv: v[3], scale, causal: opts.causal };
+        let g = AttnGeom {
+            bh: q[0] * q[1],
+            heads: q[1],
+            sq: q[2],
+            sk: kk[2],
+            d: q[3],
+            dv: v[3],
+            scale,
+            causal: opts.causal,
+        };
         let full = [q[0], q[1], q[2], kk[2]];
         let mask_info = opts.mask.map(|m| mask_offsets(m, &full)).transpose()?;
-        let (qd, kd, vd) = (self.contiguous_data(), key.contiguous_data(), value.contiguous_data());
+        let (qd, kd, vd) = (addressable(self), addressable(key), addressable(value));
         let mref = match (opts.mask, &mask_info) {
             (Some(m), Some((offs, rs, cs))) => {
                 Some(MaskRef { data: m.storage.as_slice(), offsets: offs, row_stride: *rs, col_stride: *cs })
             }
             _ => None,
         };
-        let (y, lse) = k::forward(&g, qd.packed(), kd.packed(), vd.packed(), mref);
-        let out = Tensor::from_parts(y, &[q[0], q[1], q[2], v[3]]);
+        let inter = interleaved(self);
+        let group = if inter { g.heads } else { 1 };
+        let layout = out_layout(inter, g.heads, g.sq, g.dv);
+        let (y, lse) = k::forward(&g, (heads(&qd), heads(&kd), heads(&vd)), mref, (group, layout));
+        let out = result(y, [q[0], q[1], q[2], v[3]], inter);
         let record = || AttnBackward {
             q: qd.clone(),
             k: kd.clone(),
@@ -132,14 +200,12 @@ impl Backward for AttnBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused(OP)?;
         let g = &self.geom;
-        let gy = gy.contiguous_data();
-        let (mut dq, mut dk, mut dv) = (
-            crate::tensor::zeroed(self.q.numel()),
-            crate::tensor::zeroed(self.k.numel()),
-            crate::tensor::zeroed(self.v.numel()),
-        );
+        let gy = addressable(gy);
+        let (dq_len, dk_len, dv_len) = (self.q.numel(), self.k.numel(), self.v.numel());
+        let (mut dq, mut dk, mut dv) =
+            (crate::tensor::buffer(dq_len), crate::tensor::buffer(dk_len), crate::tensor::buffer(dv_len));
         let need_mask = self.mask.is_some() && cx.needs_grad(3);
-        let mut ds = if need_mask { crate::tensor::zeroed(g.bh * g.sq * g.sk) } else { Vec::new() };
+        let mut ds = if need_mask { crate::tensor::buffer(g.bh * g.sq * g.sk) } else { Vec::new() };
         let full: Shape = [self.q.shape()[0], self.q.shape()[1], g.sq, g.sk].as_slice().into();
         let mask_info = self.mask.as_ref().map(|m| mask_offsets(m, &full)).transpose()?;
         let mref = match (&self.mask, &mask_info) {
@@ -148,18 +214,27 @@ impl Backward for AttnBackward {
             }
             _ => None,
         };
-        let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dv, ds: need_mask.then_some(ds.as_mut_slice()) };
+        let inter = [&self.q, &self.k, &self.v].map(interleaved);
+        let group = if inter.iter().any(|&i| i) { g.heads } else { 1 };
+        let layouts = [
+            out_layout(inter[0], g.heads, g.sq, g.d),
+            out_layout(inter[1], g.heads, g.sk, g.d),
+            out_layout(inter[2], g.heads, g.sk, g.dv),
+        ];
+        let ds_out = need_mask.then_some(ds.as_mut_slice());
+        let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dv, ds: ds_out, group, layouts };
         k::backward(
             g,
-            (self.q.packed(), self.k.packed(), self.v.packed()),
-            (self.out.packed(), &self.lse, gy.packed()),
+            (heads(&self.q), heads(&self.k), heads(&self.v)),
+            (heads(&self.out), &self.lse, heads(&gy)),
             mref,
             grads,
         );
         let mut out: Grads = SmallVec::from_elem(None, 3 + self.mask.is_some() as usize);
         for (i, (data, like)) in [(dq, &self.q), (dk, &self.k), (dv, &self.v)].into_iter().enumerate() {
             if cx.needs_grad(i) {
-                out[i] = Some(Tensor::from_parts(data, like.shape()));
+                let sh = like.shape();
+                out[i] = Some(result(data, [sh[0], sh[1], sh[2], sh[3]], inter[i]));
             }
         }
         if let (true, Some(m)) = (need_mask, &self.mask) {
