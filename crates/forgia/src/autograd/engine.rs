@@ -1,6 +1,7 @@
 //! The backward engine: validate seeds, count consumer edges in an iterative prepare walk,
-//! then drain pending counters, firing each node exactly once, on the calling thread and —
-//! for heavy independent branches — on the library's pool. It never names an op.
+//! then drain pending counters, firing each node exactly once, on one of the library's pool
+//! threads (the calling thread when the pool adopted it) and — for heavy independent
+//! branches — on the others. It never names an op.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
