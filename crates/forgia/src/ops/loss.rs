@@ -252,7 +252,10 @@ impl Backward for CrossEntropyBackward {
             cx.input(0, &self.x).softmax(1)?.sub(&target)?.mul(&w)?.mul(&gy_rows(gy)?)?
         } else {
             let g = gy.to_vec();
-            let (w, d, t) = (w.packed(), self.x.packed(), self.target(c));
+            let (w, d) = (w.packed(), self.x.packed());
+            // The smoothed target, `eps / c` everywhere plus `1 - eps` at the class, without
+            // materializing it: every element with the base value, then the class recomputed.
+            let base = self.eps / c as f32;
             let mut out = crate::tensor::buffer(n * c);
             crate::kernels::simd::vectorized(
                 #[inline(always)]
@@ -261,8 +264,12 @@ impl Backward for CrossEntropyBackward {
                         let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
                         let (m, l) = self.lse[r];
                         let row = r * c..(r + 1) * c;
-                        for ((o, &x), &t) in out[row.clone()].iter_mut().zip(&d[row.clone()]).zip(&t[row]) {
-                            *o = (fastmath::exp((x - m) - l) - t) * s;
+                        for (o, &x) in out[row.clone()].iter_mut().zip(&d[row]) {
+                            *o = (fastmath::exp((x - m) - l) - base) * s;
+                        }
+                        if let Some(y) = self.targets[r] {
+                            let at = r * c + y;
+                            out[at] = (fastmath::exp((d[at] - m) - l) - (base + (1.0 - self.eps))) * s;
                         }
                     }
                 },
