@@ -161,26 +161,7 @@ impl Optimizer for Adam {
         apply(op, model, &mut self.state, |p, g, st| adam_update(&c, lr, decoupled, p, g, st))
     }
 
-    fn lr(&self) -> f32 {
-        self.state.lr
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.state.lr = lr;
-    }
-
-    fn steps_taken(&self) -> u64 {
-        self.state.steps
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        self.state.to_tensors()
-    }
-
-    fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
-        self.state = self.state.parse(model, state)?;
-        Ok(())
-    }
+    state_accessors!(state);
 }
 
 impl Optimizer for AdamW {
@@ -188,23 +169,5 @@ impl Optimizer for AdamW {
         self.0.step(model)
     }
 
-    fn lr(&self) -> f32 {
-        self.0.lr()
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.0.set_lr(lr);
-    }
-
-    fn steps_taken(&self) -> u64 {
-        self.0.steps_taken()
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        self.0.state()
-    }
-
-    fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
-        self.0.load_state(model, state)
-    }
+    state_accessors!(0.state);
 }

@@ -25,6 +25,34 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 
+/// The [`Optimizer`] methods that only read or replace an optimizer's slot state (learning
+/// rate, step count, per-parameter buffers), for an implementation whose `SlotState` sits at
+/// the given field path (`state`, or `0.state` through a newtype).
+macro_rules! state_accessors {
+    ($($field:tt).+) => {
+        fn lr(&self) -> f32 {
+            self.$($field).+.lr
+        }
+
+        fn set_lr(&mut self, lr: f32) {
+            self.$($field).+.lr = lr;
+        }
+
+        fn steps_taken(&self) -> u64 {
+            self.$($field).+.steps
+        }
+
+        fn state(&self) -> Vec<(String, Tensor)> {
+            self.$($field).+.to_tensors()
+        }
+
+        fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
+            self.$($field).+ = self.$($field).+.parse(model, state)?;
+            Ok(())
+        }
+    };
+}
+
 mod adam;
 mod clip;
 pub mod schedule;

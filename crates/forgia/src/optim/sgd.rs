@@ -109,24 +109,5 @@ impl Optimizer for Sgd {
         })
     }
 
-    fn lr(&self) -> f32 {
-        self.state.lr
-    }
-
-    fn set_lr(&mut self, lr: f32) {
-        self.state.lr = lr;
-    }
-
-    fn steps_taken(&self) -> u64 {
-        self.state.steps
-    }
-
-    fn state(&self) -> Vec<(String, Tensor)> {
-        self.state.to_tensors()
-    }
-
-    fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()> {
-        self.state = self.state.parse(model, state)?;
-        Ok(())
-    }
+    state_accessors!(state);
 }
