@@ -223,41 +223,47 @@ fn w2_mlp(reps: usize) -> Result<String, forgia::Error> {
 
 /// W4: one SGD step of a small CNN on a [64, 1, 28, 28] batch.
 fn w4_cnn(reps: usize) -> Result<String, forgia::Error> {
-    use forgia::nn::{Linear, Module};
+    use forgia::nn::{visit_child, visit_child_mut, Conv2d, Linear, Module};
+    use forgia::optim::{Optimizer, Sgd, SgdConfig};
+    /// The workload's network: two conv + relu + max-pool blocks and a linear head.
+    struct Net {
+        conv1: Conv2d,
+        conv2: Conv2d,
+        fc: Linear,
+    }
+    impl Module for Net {
+        fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor)) {
+            visit_child("conv1", &self.conv1, f);
+            visit_child("conv2", &self.conv2, f);
+            visit_child("fc", &self.fc, f);
+        }
+        fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+            visit_child_mut("conv1", &mut self.conv1, f);
+            visit_child_mut("conv2", &mut self.conv2, f);
+            visit_child_mut("fc", &mut self.fc, f);
+        }
+    }
     let mut rng = forgia::Rng::new(4);
     let x = Tensor::rand(&[64, 1, 28, 28], 0.0, 1.0, &mut rng);
     let labels = forgia::Indices::from((0..64).map(|i| i % 10).collect::<Vec<usize>>());
-    let mut w1 = Tensor::randn(&[32, 1, 3, 3], 0.0, 0.3, &mut rng).into_variable();
-    let mut b1 = Tensor::zeros(&[32]).into_variable();
-    let mut w2 = Tensor::randn(&[64, 32, 3, 3], 0.0, 0.06, &mut rng).into_variable();
-    let mut b2 = Tensor::zeros(&[64]).into_variable();
-    let mut fc = Linear::new(1600, 10, true, &mut rng)?;
     let conv = forgia::Conv2dOptions::default();
+    let mut net = Net {
+        conv1: Conv2d::new(1, 32, (3, 3), conv, true, &mut rng)?,
+        conv2: Conv2d::new(32, 64, (3, 3), conv, true, &mut rng)?,
+        fc: Linear::new(1600, 10, true, &mut rng)?,
+    };
+    let mut opt = Sgd::new(SgdConfig { lr: 0.01, ..SgdConfig::default() })?;
     let ms = median_ms(reps, || {
-        let h = x.conv2d(&w1, Some(&b1), conv)?.relu().max_pool2d((2, 2), (2, 2), (0, 0))?;
-        let h = h.conv2d(&w2, Some(&b2), conv)?.relu().max_pool2d((2, 2), (2, 2), (0, 0))?;
-        let logits = fc.forward(&h.flatten(1, -1)?)?;
+        let pool = |t: Tensor| t.relu().max_pool2d((2, 2), (2, 2), (0, 0));
+        let h = pool(net.conv1.forward(&x)?)?;
+        let h = pool(net.conv2.forward(&h)?)?;
+        let logits = net.fc.forward(&h.flatten(1, -1)?)?;
         forgia::loss::cross_entropy(&logits, &labels, Default::default())?.backward()?;
-        let _guard = forgia::no_grad();
-        for p in [&mut w1, &mut b1, &mut w2, &mut b2] {
-            sgd_update(p, 0.01)?;
-        }
-        fc.visit_params_mut(&mut |_, p| sgd_update(p, 0.01).expect("fc parameters have gradients"));
+        opt.step(&mut net)?;
+        net.zero_grad();
         Ok(())
     })?;
     Ok(line("W4", ms, &[]))
-}
-
-/// `p -= lr * grad`, then forget the gradient (grad mode must be off).
-fn sgd_update(p: &mut Tensor, lr: f32) -> Result<(), forgia::Error> {
-    if let Some(g) = p.grad() {
-        let g = g.to_vec();
-        for (v, g) in p.data_mut()?.iter_mut().zip(g) {
-            *v -= lr * g;
-        }
-        p.zero_grad();
-    }
-    Ok(())
 }
 
 /// W7: 16 residual MLP blocks over [4096, 256], forward + backward, plain or with every block
