@@ -212,25 +212,18 @@ fn attention_and_rope_match_the_jax_goldens() {
         golden::load("nn").into_iter().filter(|c| c.op == "scaled_dot_product_attention" || c.op == "rope").collect();
     assert_eq!(cases.len(), 7);
     for case in &cases {
-        let v: Vec<Tensor> = case.inputs.iter().map(|t| t.clone().into_variable()).collect();
-        let y = if case.op == "rope" {
-            v[0].rope(case.attrs["base"].as_f64().unwrap() as f32)
-        } else {
-            let opts = AttentionOptions {
-                causal: case.attrs["causal"].as_bool().unwrap(),
-                mask: v.get(3),
-                scale: Some(case.attrs["scale"].as_f64().unwrap() as f32),
-            };
-            v[0].scaled_dot_product_attention(&v[1], &v[2], opts)
-        }
-        .unwrap();
-        golden::assert_close(&y, case.output.as_ref().unwrap(), 1e-5, &case.name);
-        y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
-        for (i, (t, g)) in v.iter().zip(&case.grads).enumerate() {
-            if let Some(g) = g {
-                golden::assert_close(&t.grad().unwrap(), g, 1e-5, &format!("{} grad {i}", case.name));
+        golden::check_case(case, 1e-5, |v| {
+            if case.op == "rope" {
+                v[0].rope(case.attrs["base"].as_f64().unwrap() as f32)
+            } else {
+                let opts = AttentionOptions {
+                    causal: case.attrs["causal"].as_bool().unwrap(),
+                    mask: v.get(3),
+                    scale: Some(case.attrs["scale"].as_f64().unwrap() as f32),
+                };
+                v[0].scaled_dot_product_attention(&v[1], &v[2], opts)
             }
-        }
+        });
     }
 }
 

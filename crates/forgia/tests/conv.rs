@@ -157,15 +157,7 @@ fn convolutions_match_the_jax_goldens() {
     let cases: Vec<_> = golden::load("nn").into_iter().filter(|c| c.op.starts_with("conv")).collect();
     assert_eq!(cases.len(), 12);
     for case in &cases {
-        let vars: Vec<Tensor> = case.inputs.iter().map(|t| t.clone().into_variable()).collect();
-        let y = golden_conv(case, &vars).unwrap();
-        golden::assert_close(&y, case.output.as_ref().unwrap(), 1e-5, &case.name);
-        y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
-        for (i, (v, g)) in vars.iter().zip(&case.grads).enumerate() {
-            if let Some(g) = g {
-                golden::assert_close(&v.grad().unwrap(), g, 1e-5, &format!("{} grad {i}", case.name));
-            }
-        }
+        golden::check_case(case, 1e-5, |v| golden_conv(case, v));
     }
 }
 

@@ -70,3 +70,19 @@ pub fn assert_close(actual: &Tensor, expected: &Tensor, rel: f32, what: &str) {
         assert!((a - e).abs() <= rel * (1.0 + e.abs()), "{what}: element {i}: got {a}, expected {e}");
     }
 }
+
+/// Runs `f` on fresh variables made from the case's inputs, checks its output, then runs a
+/// backward pass with the case's cotangent and checks every gradient the file gives (`null`
+/// ones are skipped), all within `rel` (see [`assert_close`]).
+pub fn check_case(case: &Case, rel: f32, f: impl FnOnce(&[Tensor]) -> forgia::Result<Tensor>) {
+    let vars: Vec<Tensor> = case.inputs.iter().map(|t| t.clone().into_variable()).collect();
+    let y = f(&vars).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    assert_close(&y, case.output.as_ref().expect("golden output"), rel, &case.name);
+    y.backward_with_grad(case.cotangent.as_ref().expect("golden cotangent")).unwrap();
+    for (i, (v, g)) in vars.iter().zip(&case.grads).enumerate() {
+        if let Some(g) = g {
+            let what = format!("{} grad {i}", case.name);
+            assert_close(&v.grad().unwrap_or_else(|| panic!("{what}: no gradient")), g, rel, &what);
+        }
+    }
+}
