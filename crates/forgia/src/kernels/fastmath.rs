@@ -61,40 +61,27 @@ pub(crate) fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
-/// The error function: its Maclaurin series below 0.5, Abramowitz–Stegun 7.1.26 (with this
-/// module's `exp`) above, where the formula no longer cancels.
+/// The error function as one rational function of `x²` on `[-4, 4]` (beyond which f32 `erf`
+/// is ±1): `x·P(x²)/Q(x²)` with the minimax coefficients Eigen and XLA use for f32. One
+/// division and twelve multiply-adds, with no branch and no exponential; absolute error below
+/// 4e-7 and relative error below 3e-7 (the tests below check it against f64).
 #[inline(always)]
 pub(crate) fn erf(x: f32) -> f32 {
-    erf_with_exp(x, exp(-x * x))
-}
-
-/// [`erf`] given `e = exp(-x²)`, for callers that need that exponential themselves (the GELU
-/// derivative's normal density is the same number).
-#[inline(always)]
-pub(crate) fn erf_with_exp(x: f32, e: f32) -> f32 {
-    let a = x.abs();
-    let z = x * x;
-    let mut s = 1.0f32 / 75_600.0;
-    s = -s * z + 1.0 / 9_360.0;
-    s = -s * z + 1.0 / 1_320.0;
-    s = -s * z + 1.0 / 216.0;
-    s = -s * z + 1.0 / 42.0;
-    s = -s * z + 1.0 / 10.0;
-    s = -s * z + 1.0 / 3.0;
-    s = -s * z + 1.0;
-    let series = std::f32::consts::FRAC_2_SQRT_PI * x * s;
-    let t = 1.0 / (1.0 + 0.327_591_1 * a);
-    let mut p = 1.061_405_4f32;
-    p = p * t + -1.453_152_1;
-    p = p * t + 1.421_413_7;
-    p = p * t + -0.284_496_74;
-    p = p * t + 0.254_829_6;
-    let tail = (1.0 - p * t * e).copysign(x);
-    if a < 0.5 {
-        series
-    } else {
-        tail
-    }
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let mut p = -2.726_142_3e-10f32;
+    p = p * x2 + 2.770_681_4e-8;
+    p = p * x2 + -2.101_024e-6;
+    p = p * x2 + -5.692_506_4e-5;
+    p = p * x2 + -7.349_906_3e-4;
+    p = p * x2 + -2.954_600_1e-3;
+    p = p * x2 + -1.609_603_3e-2;
+    let mut q = -1.456_607_2e-5f32;
+    q = q * x2 + -2.133_740_6e-4;
+    q = q * x2 + -1.682_827e-3;
+    q = q * x2 + -7.373_329e-3;
+    q = q * x2 + -1.426_473_9e-2;
+    x * p / q
 }
 
 #[cfg(test)]

@@ -97,12 +97,8 @@ impl UnaryRule for GeluErf {
     }
     #[inline(always)]
     fn df(&self, x: f32) -> f32 {
-        // One exponential serves both terms: erf's tail needs exp(-a²) with a = x/√2, and
-        // φ(x) = exp(-x²/2)/√(2π) is the same exp(-a²).
-        let a = x * FRAC_1_SQRT_2;
-        let e = fastmath::exp(-a * a);
-        let cdf = 0.5 * (1.0 + fastmath::erf_with_exp(a, e));
-        cdf + x * e * INV_SQRT_2PI
+        let cdf = 0.5 * (1.0 + fastmath::erf(x * FRAC_1_SQRT_2));
+        cdf + x * fastmath::exp(-0.5 * x * x) * INV_SQRT_2PI
     }
     /// `Φ(x) + x φ(x)`.
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
