@@ -4,16 +4,8 @@
 mod common;
 
 use common::golden;
-use forgia::{gradcheck, ErrorKind, GradcheckOptions, Rng, RunningStats, Tensor};
-
-fn var(shape: &[usize], seed: u64) -> Tensor {
-    Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).into_variable()
-}
-
-fn check(f: impl Fn(&[Tensor]) -> forgia::Result<Tensor>, xs: &[Tensor], what: &str) {
-    let r = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
-    assert!(r.passed(), "{what}: {:?}", r.first_mismatch);
-}
+use common::{check, normal_var as var};
+use forgia::{ErrorKind, RunningStats, Tensor};
 
 #[test]
 fn layer_norm_centres_and_scales_a_row() {

@@ -2,8 +2,9 @@
 
 mod common;
 
+use common::check;
 use common::golden;
-use forgia::{gradcheck, ErrorKind, GradcheckOptions, Rng, Tensor};
+use forgia::{ErrorKind, Rng, Tensor};
 
 /// Distinct values (no ties in any window), away from kinks.
 fn var(shape: &[usize], seed: u64) -> Tensor {
@@ -12,11 +13,6 @@ fn var(shape: &[usize], seed: u64) -> Tensor {
     let mut idx: Vec<usize> = (0..n).collect();
     rng.shuffle(&mut idx);
     Tensor::from_vec(idx.iter().map(|&i| i as f32 * 0.1 - 1.0).collect(), shape).unwrap().into_variable()
-}
-
-fn check(f: impl Fn(&[Tensor]) -> forgia::Result<Tensor>, xs: &[Tensor], what: &str) {
-    let r = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
-    assert!(r.passed(), "{what}: {:?}", r.first_mismatch);
 }
 
 #[test]

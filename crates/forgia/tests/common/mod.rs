@@ -5,7 +5,7 @@ pub mod golden;
 pub mod second_order;
 pub mod second_order_unary;
 
-use forgia::{gradcheck, GradcheckOptions, Result, Tensor};
+use forgia::{gradcheck, GradcheckOptions, Result, Rng, Tensor};
 
 /// A variable of `shape` filled with distinct, well-spread values (a deterministic grid).
 pub fn var(shape: &[usize], seed: u64) -> Tensor {
@@ -14,8 +14,18 @@ pub fn var(shape: &[usize], seed: u64) -> Tensor {
     Tensor::variable(data, shape).unwrap()
 }
 
+/// A variable of `shape` drawn from N(0, 1) with `Rng::new(seed)`.
+pub fn normal_var(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).into_variable()
+}
+
 /// Asserts that `f`'s backward matches finite differences at `xs`.
 pub fn passes(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor]) {
+    check(f, xs, "gradcheck");
+}
+
+/// [`passes`], naming the case `what` in the failure message.
+pub fn check(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor], what: &str) {
     let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
-    assert!(report.passed(), "{:?}", report.first_mismatch);
+    assert!(report.passed(), "{what}: {:?}", report.first_mismatch);
 }
