@@ -35,6 +35,29 @@ struct Cache {
     bytes: usize,
 }
 
+impl Cache {
+    /// A cached buffer of length `len`, if any (an emptied length leaves the map).
+    fn pop(&mut self, len: usize) -> Option<Vec<f32>> {
+        let list = self.by_len.get_mut(&len)?;
+        let v = list.pop()?;
+        if list.is_empty() {
+            self.by_len.remove(&len);
+        }
+        self.bytes -= len * BYTES;
+        Some(v)
+    }
+
+    /// Frees one cached buffer, of another length than `keep` when there is one; false when
+    /// the cache is empty.
+    fn evict(&mut self, keep: usize) -> bool {
+        let len = self.by_len.keys().copied().find(|&len| len != keep);
+        match len.or_else(|| self.by_len.contains_key(&keep).then_some(keep)) {
+            Some(len) => self.pop(len).is_some(),
+            None => false,
+        }
+    }
+}
+
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 // Relaxed: a limit read on each free; a momentarily stale value only caches one buffer more or less.
 static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
@@ -43,14 +66,8 @@ static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
 /// is one of that length, else a fresh zeroed allocation. Callers overwrite every element.
 pub(crate) fn buffer(n: usize) -> Vec<f32> {
     if n >= CACHE_MIN_ELEMENTS {
-        let mut guard = CACHE.lock();
-        if let Some(cache) = guard.as_mut() {
-            if let Some(list) = cache.by_len.get_mut(&n) {
-                if let Some(v) = list.pop() {
-                    cache.bytes -= n * BYTES;
-                    return v;
-                }
-            }
+        if let Some(v) = CACHE.lock().as_mut().and_then(|cache| cache.pop(n)) {
+            return v;
         }
     }
     vec![0.0; n]
@@ -67,26 +84,15 @@ pub(crate) fn zeroed(n: usize) -> Vec<f32> {
 fn recycle(v: Vec<f32>) {
     let n = v.len();
     let bytes = n * BYTES;
+    let limit = CACHE_LIMIT.load(Ordering::Relaxed);
     // Buffers with spare capacity would be handed out too small; they go back to the allocator.
-    if n < CACHE_MIN_ELEMENTS || v.capacity() != n || bytes > CACHE_LIMIT.load(Ordering::Relaxed) {
+    if n < CACHE_MIN_ELEMENTS || v.capacity() != n || bytes > limit {
         return;
     }
-    let limit = CACHE_LIMIT.load(Ordering::Relaxed);
     let mut guard = CACHE.lock();
     let cache = guard.get_or_insert_with(|| Cache { by_len: HashMap::new(), bytes: 0 });
     // Make room by freeing buffers of other lengths (then of this one) first.
-    while cache.bytes + bytes > limit {
-        let victim = cache.by_len.iter().find(|(&len, list)| len != n && !list.is_empty()).map(|(&len, _)| len);
-        let victim = victim.or_else(|| cache.by_len.get(&n).filter(|l| !l.is_empty()).map(|_| n));
-        let Some(len) = victim else { break };
-        if let Some(list) = cache.by_len.get_mut(&len) {
-            list.pop();
-            cache.bytes -= len * BYTES;
-            if list.is_empty() {
-                cache.by_len.remove(&len);
-            }
-        }
-    }
+    while cache.bytes + bytes > limit && cache.evict(n) {}
     if cache.bytes + bytes <= limit {
         cache.bytes += bytes;
         cache.by_len.entry(n).or_default().push(v);
@@ -130,18 +136,8 @@ impl Drop for Scratch {
 /// Sets the most bytes the buffer cache keeps (0 turns caching off and frees what it holds).
 pub fn set_buffer_cache_limit(bytes: usize) {
     CACHE_LIMIT.store(bytes, Ordering::Relaxed);
-    let mut guard = CACHE.lock();
-    if let Some(cache) = guard.as_mut() {
-        while cache.bytes > bytes {
-            let Some(&len) = cache.by_len.keys().next() else { break };
-            if let Some(list) = cache.by_len.get_mut(&len) {
-                list.pop();
-                cache.bytes -= len * BYTES;
-                if list.is_empty() {
-                    cache.by_len.remove(&len);
-                }
-            }
-        }
+    if let Some(cache) = CACHE.lock().as_mut() {
+        while cache.bytes > bytes && cache.evict(0) {}
     }
 }
 
