@@ -12,8 +12,9 @@ mod tile;
 
 use rayon::prelude::*;
 
-use self::tile::{matmul, Dest, Products, Strided, Tri};
+use self::tile::{matmul, Dest, Products, Tri};
 use super::fastmath;
+use super::gemm::MatRef;
 use super::simd;
 use crate::parallel;
 
@@ -189,7 +190,7 @@ fn scores(
     s: &mut [f32],
 ) {
     transpose_into(k, k.block(i, g.heads), (g.sk, g.d), kt);
-    let a = Strided { data: q.data, off: q.block(i, g.heads), rs: q.row, cs: 1 };
+    let a = MatRef { data: q.data, offset: q.block(i, g.heads), row_stride: q.row as isize, col_stride: 1 };
     let tri = if g.causal { Tri::Cols } else { Tri::Full };
     let dest = Dest { data: s, off: 0, ld: g.sk };
     matmul(how, (g.sq, g.sk, g.d), a, (kt, 0, g.sk), dest, g.scale, tri);
@@ -295,7 +296,7 @@ fn forward_by(
                     for (r, l) in l[h * g.sq..][..g.sq].iter_mut().enumerate() {
                         *l = softmax_row(&mut s[r * g.sk..][..g.sk], visible(g, r));
                     }
-                    let p = Strided { data: s, off: 0, rs: g.sk, cs: 1 };
+                    let p = MatRef { data: s, offset: 0, row_stride: g.sk as isize, col_stride: 1 };
                     let tri = if g.causal { Tri::Lower } else { Tri::Full };
                     let dest = Dest { data: y, off: h * out.head, ld: out.row };
                     matmul(how, (g.sq, g.dv, g.sk), p, (v.data, v.block(i, g.heads), v.row), dest, 1.0, tri);
@@ -376,11 +377,11 @@ fn backward_by(
                     }
                     let (ob, gob) = (o.block(i, g.heads), go.block(i, g.heads));
                     let upper = if g.causal { Tri::Upper } else { Tri::Full };
-                    let pt = Strided { data: p, off: 0, rs: 1, cs: sk };
+                    let pt = MatRef { data: p, offset: 0, row_stride: 1, col_stride: sk as isize };
                     let dest = Dest { data: dv, off: h * lv.head, ld: lv.row };
                     matmul(how, (sk, g.dv, sq), pt, (go.data, gob, go.row), dest, 1.0, upper);
                     transpose_into(&v, v.block(i, g.heads), (sk, g.dv), t);
-                    let gor = Strided { data: go.data, off: gob, rs: go.row, cs: 1 };
+                    let gor = MatRef { data: go.data, offset: gob, row_stride: go.row as isize, col_stride: 1 };
                     let cols = if g.causal { Tri::Cols } else { Tri::Full };
                     let dest = Dest { data: dp, off: 0, ld: sk };
                     matmul(how, (sq, sk, g.dv), gor, (t, 0, sk), dest, 1.0, cols);
@@ -402,10 +403,10 @@ fn backward_by(
                         ds[h * sq * sk..][..sq * sk].copy_from_slice(dp);
                     }
                     let lower = if g.causal { Tri::Lower } else { Tri::Full };
-                    let dsr = Strided { data: dp, off: 0, rs: sk, cs: 1 };
+                    let dsr = MatRef { data: dp, offset: 0, row_stride: sk as isize, col_stride: 1 };
                     let dest = Dest { data: dq, off: h * lq.head, ld: lq.row };
                     matmul(how, (sq, g.d, sk), dsr, (k.data, k.block(i, g.heads), k.row), dest, g.scale, lower);
-                    let dst = Strided { data: dp, off: 0, rs: 1, cs: sk };
+                    let dst = MatRef { data: dp, offset: 0, row_stride: 1, col_stride: sk as isize };
                     let dest = Dest { data: dk, off: h * lk.head, ld: lk.row };
                     matmul(how, (sk, g.d, sq), dst, (q.data, q.block(i, g.heads), q.row), dest, g.scale, upper);
                 }

@@ -11,15 +11,6 @@
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::tensor::Scratch;
 
-/// A read-only strided matrix: element `(i, p)` is `data[off + i·rs + p·cs]`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Strided<'a> {
-    pub(super) data: &'a [f32],
-    pub(super) off: usize,
-    pub(super) rs: usize,
-    pub(super) cs: usize,
-}
-
 /// A row-major destination: element `(i, j)` is `data[off + i·ld + j]`.
 pub(super) struct Dest<'a> {
     pub(super) data: &'a mut [f32],
@@ -59,7 +50,7 @@ const MR: usize = 4;
 pub(super) fn matmul(
     how: Products,
     (m, n, k): (usize, usize, usize),
-    a: Strided<'_>,
+    a: MatRef<'_>,
     (b, b_off, ldb): (&[f32], usize, usize),
     c: Dest<'_>,
     alpha: f32,
@@ -100,7 +91,7 @@ fn rows<const NR: usize>(
     mr: usize,
     (i0, j0): (usize, usize),
     ks: std::ops::Range<usize>,
-    a: Strided<'_>,
+    a: MatRef<'_>,
     b: (&[f32], usize, usize),
     c: &mut Dest<'_>,
     alpha: f32,
@@ -120,18 +111,20 @@ fn rows<const NR: usize>(
 fn tile<const R: usize, const NR: usize>(
     (i0, j0): (usize, usize),
     ks: std::ops::Range<usize>,
-    a: Strided<'_>,
+    a: MatRef<'_>,
     (b, b_off, ldb): (&[f32], usize, usize),
     c: &mut Dest<'_>,
     alpha: f32,
 ) {
     let mut acc = [[0.0f32; NR]; R];
-    let a0 = a.off + i0 * a.rs;
+    // Attention's operands have non-negative strides (built by the caller from `Heads`).
+    let (rs, cs) = (a.row_stride as usize, a.col_stride as usize);
+    let a0 = a.offset + i0 * rs;
     for p in ks {
         let row: &[f32; NR] = b[b_off + p * ldb + j0..][..NR].try_into().expect("NR columns");
-        let ap = a0 + p * a.cs;
+        let ap = a0 + p * cs;
         for r in 0..R {
-            let x = a.data[ap + r * a.rs];
+            let x = a.data[ap + r * rs];
             for j in 0..NR {
                 acc[r][j] = x.mul_add(row[j], acc[r][j]);
             }
@@ -150,18 +143,17 @@ fn tile<const R: usize, const NR: usize>(
 /// recycled temporary copied out row by row.
 fn via_gemm(
     (m, n, k): (usize, usize, usize),
-    a: Strided<'_>,
+    a: MatRef<'_>,
     (b, b_off, ldb): (&[f32], usize, usize),
     c: Dest<'_>,
     alpha: f32,
 ) {
-    let am = MatRef { data: a.data, offset: a.off, row_stride: a.rs as isize, col_stride: a.cs as isize };
     let bm = MatRef { data: b, offset: b_off, row_stride: ldb as isize, col_stride: 1 };
     if c.ld == n {
-        return gemm(m, n, k, am, bm, &mut c.data[c.off..], false, alpha);
+        return gemm(m, n, k, a, bm, &mut c.data[c.off..], false, alpha);
     }
     let mut tmp = Scratch::new(m * n);
-    gemm(m, n, k, am, bm, &mut tmp, false, alpha);
+    gemm(m, n, k, a, bm, &mut tmp, false, alpha);
     for (i, row) in tmp.chunks_exact(n.max(1)).take(m).enumerate() {
         c.data[c.off + i * c.ld..][..n].copy_from_slice(row);
     }
