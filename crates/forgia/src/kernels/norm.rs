@@ -183,24 +183,28 @@ fn for_rows<T: Send, R: Send>(len: usize, items: Vec<T>, f: impl Fn(T) -> R + Sy
     }
 }
 
-/// `Σ v` and `Σ (v - m)²` of a row in f64 with eight independent lanes (so it vectorizes).
+/// `Σ f(a[i], b[i])` over a row in f64, with eight independent lanes (so it vectorizes).
 #[inline(always)]
-fn row_sum(row: &[f32], shift: f64, square: bool) -> f64 {
+fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f64) -> f64 {
     let mut acc = [0.0f64; 8];
-    let chunks = row.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (arest, brest) = (ac.remainder(), bc.remainder());
+    for (ak, bk) in ac.zip(bc) {
         for k in 0..8 {
-            let v = c[k] as f64 - shift;
-            acc[k] += if square { v * v } else { v };
+            acc[k] += f(ak[k], bk[k]);
         }
     }
     let mut total: f64 = acc.iter().sum();
-    for &x in rest {
-        let v = x as f64 - shift;
-        total += if square { v * v } else { v };
+    for (&x, &y) in arest.iter().zip(brest) {
+        total += f(x, y);
     }
     total
+}
+
+/// `Σ v` of a row in f64.
+#[inline(always)]
+fn row_sum(row: &[f32]) -> f64 {
+    lane_sum(row, row, |v, _| v as f64)
 }
 
 /// The gradients [`Rows::backward`] was asked for.
@@ -230,8 +234,8 @@ impl Rows<'_> {
                 || {
                     for (i, (yr, xr)) in y.chunks_mut(d).zip(x.chunks(d)).enumerate() {
                         let n = d as f64;
-                        let m = if self.rms { 0.0 } else { row_sum(xr, 0.0, false) / n };
-                        let v = (row_sum(xr, m, true) / n) as f32;
+                        let m = if self.rms { 0.0 } else { row_sum(xr) / n };
+                        let v = (lane_sum(xr, xr, |v, _| (v as f64 - m).powi(2)) / n) as f32;
                         let (m, r) = (m as f32, 1.0 / (v + eps).sqrt());
                         (mean[i], rstd[i], var[i]) = (m, r, v);
                         for (o, &xv) in yr.iter_mut().zip(xr) {
@@ -251,6 +255,22 @@ impl Rows<'_> {
         (y, mean, rstd, var)
     }
 
+    /// One row of the input gradient: `g = gy · w` into the scratch `g`, then
+    /// `out = rstd · (g - mean(g) - x̂ · mean(g · x̂))` (no `mean(g)` for RMS).
+    #[inline(always)]
+    fn input_grad_row(&self, (xr, gyr): (&[f32], &[f32]), (m, r): (f32, f32), g: &mut [f32], out: &mut [f32]) {
+        match self.weight {
+            Some(w) => g.iter_mut().zip(gyr).zip(w).for_each(|((o, &gv), &w)| *o = gv * w),
+            None => g.copy_from_slice(gyr),
+        }
+        let n = g.len() as f64;
+        let a = if self.rms { 0.0 } else { (row_sum(g) / n) as f32 };
+        let b = (lane_sum(g, xr, |gv, xv| gv as f64 * ((xv - m) * r) as f64) / n) as f32;
+        for ((o, &gv), &xv) in out.iter_mut().zip(g.iter()).zip(xr) {
+            *o = r * (gv - a - (xv - m) * r * b);
+        }
+    }
+
     /// Gradients from the saved input and per-row statistics, each only when asked for:
     /// with `g = gy · w`, `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` (no `mean(g)` term
     /// for RMS), `gw = Σ_rows gy · x̂` and `gb = Σ_rows gy`.
@@ -265,9 +285,8 @@ impl Rows<'_> {
         let mut gx = if need_x { crate::tensor::buffer(x.len()) } else { Vec::new() };
         let per = rows_per_task(d);
         let tasks = rows.div_ceil(per);
-        let mut gx_chunks: Vec<Option<&mut [f32]>> =
+        let gx_chunks: Vec<Option<&mut [f32]>> =
             if need_x { gx.chunks_mut(per * d).map(Some).collect() } else { (0..tasks).map(|_| None).collect() };
-        gx_chunks.resize_with(tasks, || None);
         let items: Vec<_> = gx_chunks.into_iter().enumerate().collect();
         let partials = for_rows(x.len(), items, |(t, gx)| {
             super::simd::vectorized(
@@ -292,29 +311,9 @@ impl Rows<'_> {
                                 *a += gv as f64;
                             }
                         }
-                        let Some(out) = gx.as_deref_mut() else { continue };
-                        match self.weight {
-                            Some(w) => g.iter_mut().zip(gyr).zip(w).for_each(|((o, &gv), &w)| *o = gv * w),
-                            None => g.copy_from_slice(gyr),
-                        }
-                        let n = d as f64;
-                        let a = if self.rms { 0.0 } else { (row_sum(&g, 0.0, false) / n) as f32 };
-                        let mut acc = [0.0f64; 8];
-                        let (gc, xc) = (g.chunks_exact(8), xr.chunks_exact(8));
-                        let (grest, xrest) = (gc.remainder(), xc.remainder());
-                        for (gk, xk) in gc.zip(xc) {
-                            for k in 0..8 {
-                                acc[k] += gk[k] as f64 * ((xk[k] - m) * r) as f64;
-                            }
-                        }
-                        let mut mgx: f64 = acc.iter().sum();
-                        for (&gv, &xv) in grest.iter().zip(xrest) {
-                            mgx += gv as f64 * ((xv - m) * r) as f64;
-                        }
-                        let b = (mgx / n) as f32;
-                        let o = &mut out[(i - first) * d..(i - first + 1) * d];
-                        for ((o, &gv), &xv) in o.iter_mut().zip(&g).zip(xr) {
-                            *o = r * (gv - a - (xv - m) * r * b);
+                        if let Some(out) = gx.as_deref_mut() {
+                            let out = &mut out[(i - first) * d..(i - first + 1) * d];
+                            self.input_grad_row((xr, gyr), (m, r), &mut g, out);
                         }
                     }
                     [gw, gb]
