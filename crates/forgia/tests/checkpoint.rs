@@ -2,6 +2,10 @@
 //! block with a seeded dropout mask, nested checkpoints), the retained storage between
 //! forward and backward, and the named errors.
 
+mod common;
+
+use common::lcg;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -15,16 +19,6 @@ static LOCK: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lcg(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
-        })
-        .collect()
 }
 
 /// SplitMix64's finalizer, as the library's dropout uses it: masks are pure in (seed, index).

@@ -1,6 +1,10 @@
 //! Elemental ops from scalar closures: softplus as `elemental_unary`, a broadcasting
 //! `elemental_binary`, the parallel path above the chunking threshold, and the errors.
 
+mod common;
+
+use common::lcg;
+
 use forgia::{elemental_binary, elemental_unary, gradcheck, BackwardOptions, ErrorKind, GradcheckOptions, Tensor};
 
 /// softplus: y = log(1 + eˣ); backward returns the propagated gx = sigmoid(x) · gy.
@@ -11,16 +15,6 @@ fn softplus(x: &Tensor) -> Tensor {
 /// y = a · b² with broadcasting; (ga, gb) = (b² · gy, 2ab · gy).
 fn ab2(a: &Tensor, b: &Tensor) -> forgia::Result<Tensor> {
     elemental_binary(a, b, |a, b| a * b * b, |a, b, _y, gy| (b * b * gy, 2.0 * a * b * gy))
-}
-
-fn lcg(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
-        })
-        .collect()
 }
 
 #[test]
@@ -39,12 +33,12 @@ fn elemental_softplus_gives_log_two_and_half_at_zero() {
 fn elemental_softplus_passes_gradcheck_on_several_shapes_and_transposed_input() {
     for shape in [vec![1], vec![3, 4], vec![2, 2, 3]] {
         let n = shape.iter().product();
-        let x = Tensor::variable(lcg(n, 7 + n as u64), &shape).unwrap();
+        let x = Tensor::variable(lcg(n, 7 + n as u64, 2.0), &shape).unwrap();
         let r = gradcheck(|xs| Ok(softplus(&xs[0]).sum_all()), &[x], GradcheckOptions::default()).unwrap();
         assert!(r.passed(), "{shape:?}: {:?}", r.first_mismatch);
     }
-    let x = Tensor::variable(lcg(12, 5), &[3, 4]).unwrap();
-    let w = Tensor::from_vec(lcg(12, 6), &[4, 3]).unwrap();
+    let x = Tensor::variable(lcg(12, 5, 2.0), &[3, 4]).unwrap();
+    let w = Tensor::from_vec(lcg(12, 6, 2.0), &[4, 3]).unwrap();
     let f = |xs: &[Tensor]| Ok(softplus(&xs[0].transpose(0, 1)?).mul(&w)?.sum_all());
     let r = gradcheck(f, &[x], GradcheckOptions::default()).unwrap();
     assert!(r.passed(), "{:?}", r.first_mismatch);
@@ -65,14 +59,14 @@ fn elemental_binary_gives_hand_values_with_broadcasting() {
 fn elemental_binary_passes_gradcheck_with_broadcast_and_strided_operands() {
     let cases: [(&[usize], &[usize]); 4] = [(&[2, 3], &[2, 3]), (&[2, 3], &[3]), (&[2, 1], &[1, 3]), (&[], &[2, 2])];
     for (sa, sb) in cases {
-        let a = Tensor::variable(lcg(sa.iter().product(), 11), sa).unwrap();
-        let b = Tensor::variable(lcg(sb.iter().product(), 12), sb).unwrap();
+        let a = Tensor::variable(lcg(sa.iter().product(), 11, 2.0), sa).unwrap();
+        let b = Tensor::variable(lcg(sb.iter().product(), 12, 2.0), sb).unwrap();
         let r = gradcheck(|xs| Ok(ab2(&xs[0], &xs[1])?.sum_all()), &[a, b], GradcheckOptions::default()).unwrap();
         assert!(r.passed(), "{sa:?} {sb:?}: {:?}", r.first_mismatch);
     }
     // a transposed [3,2] -> [2,3] with a stepped slice [2,6] -> [2,3], then with a [2,1] column
-    let a = Tensor::variable(lcg(6, 13), &[3, 2]).unwrap();
-    let b = Tensor::variable(lcg(12, 14), &[2, 6]).unwrap();
+    let a = Tensor::variable(lcg(6, 13, 2.0), &[3, 2]).unwrap();
+    let b = Tensor::variable(lcg(12, 14, 2.0), &[2, 6]).unwrap();
     let f = |xs: &[Tensor]| {
         let at = xs[0].transpose(0, 1)?;
         let y = ab2(&at, &xs[1].slice(1, 0, 6, 2)?)?.add(&ab2(&at, &xs[1].slice(1, 1, 2, 1)?)?)?;
@@ -95,7 +89,7 @@ fn elemental_binary_skips_constant_operands() {
 #[test]
 fn elemental_ops_match_scalar_loops_above_the_parallel_threshold() {
     let n = (1 << 16) * 2 + 37; // several chunks and a ragged tail
-    let xv = lcg(n, 21);
+    let xv = lcg(n, 21, 2.0);
     let x = Tensor::variable(xv.clone(), &[n]).unwrap();
     let y = softplus(&x);
     y.backward_with_grad(&Tensor::full(&[n], 2.0)).unwrap();
@@ -106,8 +100,8 @@ fn elemental_ops_match_scalar_loops_above_the_parallel_threshold() {
     }
 
     let rows = 1 << 10;
-    let a = Tensor::variable(lcg(rows * 130, 22), &[rows, 130]).unwrap();
-    let b = Tensor::variable(lcg(130, 23), &[130]).unwrap();
+    let a = Tensor::variable(lcg(rows * 130, 22, 2.0), &[rows, 130]).unwrap();
+    let b = Tensor::variable(lcg(130, 23, 2.0), &[130]).unwrap();
     ab2(&a, &b).unwrap().sum_all().backward().unwrap();
     let (av, bv) = (a.to_vec(), b.to_vec());
     let (ga, gb) = (a.grad().unwrap().to_vec(), b.grad().unwrap().to_vec());

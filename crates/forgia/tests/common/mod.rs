@@ -14,6 +14,18 @@ pub fn var(shape: &[usize], seed: u64) -> Tensor {
     Tensor::variable(data, shape).unwrap()
 }
 
+/// `n` values spread uniformly over `[-scale, scale)` by a 64-bit LCG from `seed` (no
+/// library RNG involved, so tests can feed the library independent data).
+pub fn lcg(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
+        })
+        .collect()
+}
+
 /// A variable of `shape` drawn from N(0, 1) with `Rng::new(seed)`.
 pub fn normal_var(shape: &[usize], seed: u64) -> Tensor {
     Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).into_variable()
