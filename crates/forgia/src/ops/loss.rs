@@ -227,12 +227,19 @@ struct CrossEntropyBackward {
 }
 
 impl CrossEntropyBackward {
+    /// The smoothed target's value off and at the class: `eps / c` and `eps / c + 1 - eps`.
+    fn target_values(&self, c: usize) -> (f32, f32) {
+        let off = self.eps / c as f32;
+        (off, off + (1.0 - self.eps))
+    }
+
     /// The smoothed target distribution, `[N, C]`.
     fn target(&self, c: usize) -> Vec<f32> {
-        let mut t = vec![self.eps / c as f32; self.targets.len() * c];
+        let (off, on) = self.target_values(c);
+        let mut t = vec![off; self.targets.len() * c];
         for (r, y) in self.targets.iter().enumerate() {
             if let Some(y) = y {
-                t[r * c + y] += 1.0 - self.eps;
+                t[r * c + y] = on;
             }
         }
         t
@@ -253,9 +260,9 @@ impl Backward for CrossEntropyBackward {
         } else {
             let g = gy.to_vec();
             let (w, d) = (w.packed(), self.x.packed());
-            // The smoothed target, `eps / c` everywhere plus `1 - eps` at the class, without
-            // materializing it: every element with the base value, then the class recomputed.
-            let base = self.eps / c as f32;
+            // The smoothed target without materializing it: every element with the value off
+            // the class, then the class recomputed.
+            let (off, on) = self.target_values(c);
             let mut out = crate::tensor::buffer(n * c);
             crate::kernels::simd::vectorized(
                 #[inline(always)]
@@ -265,11 +272,11 @@ impl Backward for CrossEntropyBackward {
                         let (m, l) = self.lse[r];
                         let row = r * c..(r + 1) * c;
                         for (o, &x) in out[row.clone()].iter_mut().zip(&d[row]) {
-                            *o = (fastmath::exp((x - m) - l) - base) * s;
+                            *o = (fastmath::exp((x - m) - l) - off) * s;
                         }
                         if let Some(y) = self.targets[r] {
                             let at = r * c + y;
-                            out[at] = (fastmath::exp((d[at] - m) - l) - (base + (1.0 - self.eps))) * s;
+                            out[at] = (fastmath::exp((d[at] - m) - l) - on) * s;
                         }
                     }
                 },
