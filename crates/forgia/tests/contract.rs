@@ -136,3 +136,20 @@ fn the_weight_gradient_of_x_times_w_transposed_arrives_packed_and_exact() {
         .collect();
     assert_eq!(g.to_vec(), expected);
 }
+
+#[test]
+fn a_batch_times_a_matrix_with_unit_batch_axes_matches_per_batch_products() {
+    let mut rng = forgia::Rng::new(21);
+    let a = Tensor::randn(&[2, 3, 4], 0.0, 1.0, &mut rng);
+    let b = Tensor::randn(&[1, 1, 4, 5], 0.0, 1.0, &mut rng);
+    let y = a.matmul(&b).unwrap();
+    assert_eq!(y.shape(), &[1, 2, 3, 5]);
+    let b2 = b.reshape(&[4, 5]).unwrap();
+    for i in 0..2 {
+        let want = a.narrow(0, i, 1).unwrap().squeeze(0).unwrap().matmul(&b2).unwrap().to_vec();
+        let got = y.narrow(1, i, 1).unwrap().to_vec();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-5, "{g} vs {w}");
+        }
+    }
+}

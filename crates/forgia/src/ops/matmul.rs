@@ -71,15 +71,23 @@ impl Tensor {
             (1, 1) => self.unsqueeze(0)?.matmul_nd(&other.unsqueeze(1)?)?.reshape(&[]),
             (1, _) => self.unsqueeze(0)?.matmul_nd(other)?.squeeze(-2),
             (_, 1) => self.matmul_nd(&other.unsqueeze(1)?)?.squeeze(-1),
-            (ra, 2) if ra > 2 && self.shape()[ra - 1] == other.shape()[0] => {
-                // A batch times one matrix (a linear layer over [B, S, D]) is one GEMM over the
-                // folded rows: [B·S, k] · [k, n]. Its backward is then two GEMMs as well, the
-                // weight's gradient summing over the rows inside the GEMM instead of as B
-                // products and a reduction.
-                let (k, n) = (self.shape()[ra - 1], other.shape()[1]);
-                let mut shape = self.shape().to_vec();
-                shape[ra - 1] = n;
-                self.reshape(&[self.numel() / k.max(1), k])?.matmul_nd(other)?.reshape(&shape)
+            (ra, rb) if ra > 2 && other.shape()[..rb - 2].iter().all(|&d| d == 1) => {
+                // A batch times one matrix (a linear layer over [B, S, D], or a right operand
+                // whose batch axes are all 1) is one GEMM over the folded rows:
+                // [B·S, k] · [k, n]. Its backward is then two GEMMs as well, the weight's
+                // gradient summing over the rows inside the GEMM instead of as B products and
+                // a reduction.
+                let (m, k) = (self.shape()[ra - 2], self.shape()[ra - 1]);
+                let (k2, n) = (other.shape()[rb - 2], other.shape()[rb - 1]);
+                if k != k2 {
+                    let (lhs, rhs) = (self.shape().to_vec(), other.shape().to_vec());
+                    return fail(ErrorKind::ShapeMismatch { op: "matmul", lhs, rhs });
+                }
+                let mut shape: Vec<usize> =
+                    broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2])?.to_vec();
+                shape.extend_from_slice(&[m, n]);
+                let b = if rb == 2 { other.clone() } else { other.reshape(&[k, n])? };
+                self.reshape(&[self.numel() / k.max(1), k])?.matmul_nd(&b)?.reshape(&shape)
             }
             _ => self.matmul_nd(other),
         }
