@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use crate::parallel::{self, PARALLEL_ELEMENTS};
+use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
 /// How elements are grouped into normalization sets.
 #[derive(Clone, Copy, Debug)]
@@ -115,24 +115,40 @@ pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32
 pub(crate) fn affine(y: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner: usize) {
     let count = w.or(b).map_or(1, <[f32]>::len);
     let inner = inner.max(1);
-    let body = |block: &mut [f32]| {
-        if inner == 1 {
-            for (p, v) in block.iter_mut().enumerate() {
-                *v = *v * w.map_or(1.0, |w| w[p]) + b.map_or(0.0, |b| b[p]);
-            }
-            return;
-        }
-        for (p, c) in block.chunks_mut(inner).enumerate() {
-            let (wv, bv) = (w.map_or(1.0, |w| w[p]), b.map_or(0.0, |b| b[p]));
-            for v in c {
-                *v = *v * wv + bv;
-            }
-        }
+    // Whole blocks per task, at least CHUNK_ELEMENTS each.
+    let block = inner * count;
+    let task = block * (CHUNK_ELEMENTS / block).max(1);
+    let run = |y: &mut [f32]| {
+        super::simd::vectorized(
+            #[inline(always)]
+            || y.chunks_mut(block).for_each(|c| affine_block(c, w, b, inner)),
+        )
     };
     if y.len() >= PARALLEL_ELEMENTS {
-        parallel::install(|| y.par_chunks_mut(inner * count).for_each(body));
+        parallel::install(|| y.par_chunks_mut(task).for_each(run));
     } else {
-        y.chunks_mut(inner * count).for_each(body);
+        run(y);
+    }
+}
+
+/// One block of [`affine`]: `count` parameters, `inner` elements each.
+#[inline(always)]
+fn affine_block(block: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner: usize) {
+    if inner == 1 {
+        // One loop per case, so that each vectorizes (w = 1 and b = 0 where absent).
+        match (w, b) {
+            (Some(w), Some(b)) => block.iter_mut().zip(w).zip(b).for_each(|((v, &w), &b)| *v = *v * w + b),
+            (Some(w), None) => block.iter_mut().zip(w).for_each(|(v, &w)| *v = *v * w + 0.0),
+            (None, Some(b)) => block.iter_mut().zip(b).for_each(|(v, &b)| *v = *v * 1.0 + b),
+            (None, None) => block.iter_mut().for_each(|v| *v = *v * 1.0 + 0.0),
+        }
+        return;
+    }
+    for (p, c) in block.chunks_mut(inner).enumerate() {
+        let (wv, bv) = (w.map_or(1.0, |w| w[p]), b.map_or(0.0, |b| b[p]));
+        for v in c {
+            *v = *v * wv + bv;
+        }
     }
 }
 
@@ -241,13 +257,8 @@ impl Rows<'_> {
                         for (o, &xv) in yr.iter_mut().zip(xr) {
                             *o = (xv - m) * r;
                         }
-                        // `x̂ · w + b` with the general path's defaults (w = 1, b = 0).
-                        match (self.weight, self.bias) {
-                            (Some(w), Some(b)) => yr.iter_mut().zip(w).zip(b).for_each(|((o, &w), &b)| *o = *o * w + b),
-                            (Some(w), None) => yr.iter_mut().zip(w).for_each(|(o, &w)| *o = *o * w + 0.0),
-                            (None, Some(b)) => yr.iter_mut().zip(b).for_each(|(o, &b)| *o = *o * 1.0 + b),
-                            (None, None) => yr.iter_mut().for_each(|o| *o = *o * 1.0 + 0.0),
-                        }
+                        // `x̂ · w + b`, as the general path does it.
+                        affine_block(yr, self.weight, self.bias, 1);
                     }
                 },
             )

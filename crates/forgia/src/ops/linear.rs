@@ -2,14 +2,11 @@
 //! in-place bias pass over its fresh output, instead of a product and a broadcast add (a new
 //! output buffer forward, and a broadcast-reduction node backward).
 
-use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::kernels::simd::vectorized;
-use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 use crate::tensor::Tensor;
 
 const OP: &str = "linear";
@@ -68,34 +65,13 @@ impl Tensor {
         if let Some(b) = bias {
             // Added after the product rather than accumulated onto bias rows: the `gemm`
             // crate's path that reads its destination ran 1.4–1.9× slower on these shapes.
-            b.with_data(|b| add_rows(&mut out, b));
+            b.with_data(|b| crate::kernels::norm::affine(&mut out, None, Some(b), 1));
         }
         let mut shape = self.shape().to_vec();
         *shape.last_mut().expect("rank checked above") = n;
         let y = Tensor::from_parts(out, &shape);
         let inputs: SmallVec<[&Tensor; 3]> = [Some(self), Some(weight), bias].into_iter().flatten().collect();
         Ok(attach(y, &inputs, || LinearBackward { x, w, rows: m, has_bias: bias.is_some() }))
-    }
-}
-
-/// `out[r, j] += b[j]` for every row `r` of `out`, in parallel when large.
-fn add_rows(out: &mut [f32], b: &[f32]) {
-    let n = b.len().max(1);
-    let rows = |chunk: &mut [f32]| {
-        vectorized(
-            #[inline(always)]
-            || {
-                for row in chunk.chunks_mut(n) {
-                    row.iter_mut().zip(b).for_each(|(o, &b)| *o += b);
-                }
-            },
-        )
-    };
-    if out.len() >= PARALLEL_ELEMENTS {
-        let rows_per_task = (CHUNK_ELEMENTS / n).max(1);
-        parallel::install(|| out.par_chunks_mut(rows_per_task * n).for_each(rows));
-    } else {
-        rows(out);
     }
 }
 
