@@ -184,7 +184,10 @@ impl Drop for Storage {
     fn drop(&mut self) {
         let bytes = self.data.capacity() * BYTES;
         LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
-        recycle(std::mem::take(&mut self.data));
+        // Small buffers (most of a graph of tiny ops) are freed as they were, untouched.
+        if self.data.len() >= CACHE_MIN_ELEMENTS {
+            recycle(std::mem::take(&mut self.data));
+        }
     }
 }
 
