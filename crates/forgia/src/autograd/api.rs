@@ -103,12 +103,6 @@ impl Tensor {
         self.node.as_ref().map(|n| n.name())
     }
 
-    /// Identity of this tensor's gradient node (`None` for constants): two handles to one
-    /// variable share it. Only meaningful while the node is alive.
-    pub(crate) fn node_key(&self) -> Option<usize> {
-        self.node.as_ref().map(|n| std::sync::Arc::as_ptr(n) as usize)
-    }
-
     /// Replaces a variable's accumulated gradient (used by gradient clipping). The old
     /// buffer is never written, so a gradient someone holds keeps its values. No-op on
     /// constants and op results.

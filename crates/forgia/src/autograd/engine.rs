@@ -314,19 +314,14 @@ fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> Tensor {
         let _mode = set_grad_enabled(true);
         return acc.add(g).expect("gradient shapes were checked against the node");
     }
-    let exclusive = acc.layout.offset == 0
-        && acc.layout.is_contiguous()
-        && acc.storage.as_slice().len() == acc.numel()
-        && Arc::get_mut(&mut acc.storage).is_some();
-    if exclusive {
-        let dst = Arc::get_mut(&mut acc.storage).expect("checked exclusive above");
-        g.with_data(|src| crate::kernels::pointwise::add_assign(dst.as_mut_slice(), src));
+    if let Some(dst) = acc.exclusive_mut() {
+        g.with_data(|src| crate::kernels::pointwise::add_assign(dst, src));
         return acc;
     }
     let data = crate::kernels::pointwise::zip_broadcast(
-        acc.storage.as_slice(),
+        acc.storage().as_slice(),
         &acc.layout,
-        g.storage.as_slice(),
+        g.storage().as_slice(),
         &g.layout,
         |a, b| a + b,
     );

@@ -114,7 +114,7 @@ fn weak_handles(built: &Built) -> (Vec<Weak<Node>>, Vec<Weak<Storage>>) {
     let all = || built.nodes.iter().chain([&built.loss]);
     (
         all().filter_map(|t| t.node.as_ref().map(Arc::downgrade)).collect(),
-        all().map(|t| Arc::downgrade(&t.storage)).collect(),
+        all().map(|t| Arc::downgrade(&t.storage())).collect(),
     )
 }
 

@@ -185,5 +185,7 @@ pub(crate) fn attach<R: Backward + 'static>(value: Tensor, inputs: &[&Tensor], r
     let (name, work) = (record.name(), record.estimated_work());
     let edge = Edge { parents: inputs.iter().map(|t| t.node.clone()).collect(), record: Box::new(record) };
     let node = Node::new(value.shape(), name, work, Some(edge));
-    Tensor { node: Some(Arc::new(node)), ..value }
+    let mut out = value;
+    out.node = Some(Arc::new(node));
+    out
 }

@@ -7,14 +7,16 @@ use std::path::Path;
 use super::file::{checkpoint_error, load, save};
 use crate::autograd::no_grad;
 use crate::error::Result;
-use crate::nn::Module;
+use crate::nn::{Module, Seen};
 use crate::optim::Optimizer;
 use crate::tensor::Tensor;
 
 /// The prefix of optimizer entries in a checkpoint.
 const OPTIM_PREFIX: &str = "optim.";
 
-/// Writes `model`'s parameters under their dotted names (atomically, see [`save`]).
+/// Writes `model`'s parameters under their dotted names (atomically, see [`save`]). A tied
+/// parameter is written once, under its first name (see [`Module::named_parameters`]); loading
+/// into a model built with the same tie restores it.
 ///
 /// # Errors
 /// As [`save`] (a repeated parameter name is a `Checkpoint` error).
@@ -91,8 +93,9 @@ fn index<'a>(path: &Path, tensors: &'a [(String, Tensor)]) -> Result<HashMap<&'a
 fn check_params(path: &Path, model: &dyn Module, map: &HashMap<&str, &Tensor>) -> Result<()> {
     let mut problem: Option<String> = None;
     let mut matched = 0usize;
+    let mut seen = Seen::default();
     model.visit_params(&mut |name, p| {
-        if problem.is_some() {
+        if problem.is_some() || !seen.first(p) {
             return;
         }
         problem = match map.get(name) {
@@ -111,8 +114,7 @@ fn check_params(path: &Path, model: &dyn Module, map: &HashMap<&str, &Tensor>) -
         return Err(checkpoint_error(path, reason));
     }
     if matched != map.len() {
-        let mut names = Vec::new();
-        model.visit_params(&mut |name, _| names.push(name.to_string()));
+        let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
         let mut extra: Vec<&str> = map.keys().copied().filter(|k| !names.iter().any(|n| n == k)).collect();
         extra.sort_unstable();
         let reason = if extra.is_empty() {
@@ -129,11 +131,14 @@ fn check_params(path: &Path, model: &dyn Module, map: &HashMap<&str, &Tensor>) -
 fn assign(path: &Path, model: &mut dyn Module, map: &HashMap<&str, &Tensor>) -> Result<()> {
     let _guard = no_grad();
     let mut failure = None;
+    let mut seen = Seen::default();
     model.visit_params_mut(&mut |name, p| {
+        if !seen.first(p) {
+            return; // a tied parameter's second name: written through its first
+        }
         if let (None, Some(t)) = (&failure, map.get(name)) {
-            match p.data_mut() {
-                Ok(data) => t.with_data(|src| data.copy_from_slice(src)),
-                Err(e) => failure = Some(e),
+            if let Err(e) = p.with_data_mut(|data| t.with_data(|src| data.copy_from_slice(src))) {
+                failure = Some(e);
             }
         }
     });

@@ -151,8 +151,5 @@ fn xavier_std(shape: &[usize], gain: f32) -> Result<f32> {
 /// Overwrites every element in row-major order, with recording off (variables allowed).
 fn fill_with(t: &mut Tensor, mut next: impl FnMut() -> f32) -> Result<()> {
     let _guard = no_grad();
-    for v in t.data_mut()? {
-        *v = next();
-    }
-    Ok(())
+    t.with_data_mut(|data| data.iter_mut().for_each(|v| *v = next()))
 }

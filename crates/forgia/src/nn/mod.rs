@@ -65,23 +65,48 @@ pub trait Module {
         let _ = training;
     }
 
-    /// Every parameter with its name (cheap handles sharing storage and gradient node).
+    /// Every parameter with its name (cheap handles sharing storage and gradient node). A
+    /// parameter the module holds twice (tied weights) is listed once, under the name it is
+    /// first visited with.
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::new();
-        self.visit_params(&mut |name, t| out.push((name.to_string(), t.clone())));
+        let mut seen = Seen::default();
+        self.visit_params(&mut |name, t| {
+            if seen.first(t) {
+                out.push((name.to_string(), t.clone()));
+            }
+        });
         out
     }
 
-    /// The total number of scalar parameters.
+    /// The total number of scalar parameters (a tied parameter counted once).
     fn num_parameters(&self) -> usize {
         let mut n = 0;
-        self.visit_params(&mut |_, t| n += t.numel());
+        let mut seen = Seen::default();
+        self.visit_params(&mut |_, t| {
+            if seen.first(t) {
+                n += t.numel();
+            }
+        });
         n
     }
 
     /// Forgets every parameter's accumulated gradient.
     fn zero_grad(&self) {
         self.visit_params(&mut |_, t| t.zero_grad());
+    }
+}
+
+/// Tells the first visit of each parameter from a repeated one: a module may hold one
+/// variable under two names (tied weights), and optimizers, checkpoints and
+/// [`Module::named_parameters`] treat it once.
+#[derive(Default)]
+pub(crate) struct Seen(std::collections::HashSet<usize>);
+
+impl Seen {
+    /// True the first time a handle of `t`'s variable is seen (always true for constants).
+    pub(crate) fn first(&mut self, t: &Tensor) -> bool {
+        t.variable_key().is_none_or(|k| self.0.insert(k))
     }
 }
 

@@ -53,7 +53,7 @@ fn addressable(t: &Tensor) -> Tensor {
 fn heads(t: &Tensor) -> Heads<'_> {
     let s = &t.layout.strides;
     Heads {
-        data: t.storage.as_slice(),
+        data: t.buffer_slice(),
         offset: t.layout.offset,
         batch: s[0] as usize,
         head: s[1] as usize,
@@ -155,9 +155,10 @@ impl Tensor {
         let full = [q[0], q[1], q[2], kk[2]];
         let mask_info = opts.mask.map(|m| mask_offsets(m, &full)).transpose()?;
         let (qd, kd, vd) = (addressable(self), addressable(key), addressable(value));
-        let mref = match (opts.mask, &mask_info) {
+        let mask = opts.mask.map(Tensor::detach);
+        let mref = match (&mask, &mask_info) {
             (Some(m), Some((offs, rs, cs))) => {
-                Some(MaskRef { data: m.storage.as_slice(), offsets: offs, row_stride: *rs, col_stride: *cs })
+                Some(MaskRef { data: m.buffer_slice(), offsets: offs, row_stride: *rs, col_stride: *cs })
             }
             _ => None,
         };
@@ -210,7 +211,7 @@ impl Backward for AttnBackward {
         let mask_info = self.mask.as_ref().map(|m| mask_offsets(m, &full)).transpose()?;
         let mref = match (&self.mask, &mask_info) {
             (Some(m), Some((offs, rs, cs))) => {
-                Some(MaskRef { data: m.storage.as_slice(), offsets: offs, row_stride: *rs, col_stride: *cs })
+                Some(MaskRef { data: m.buffer_slice(), offsets: offs, row_stride: *rs, col_stride: *cs })
             }
             _ => None,
         };

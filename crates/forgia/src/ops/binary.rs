@@ -33,7 +33,7 @@ pub(crate) fn broadcast_map(
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
     let la = a.layout.broadcast_to(&shape);
     let lb = b.layout.broadcast_to(&shape);
-    let data = pointwise::zip_broadcast(a.storage.as_slice(), &la, b.storage.as_slice(), &lb, f);
+    let data = pointwise::zip_broadcast(a.storage().as_slice(), &la, b.storage().as_slice(), &lb, f);
     let mut out = Tensor::from_parts(data, &shape);
     out.names = broadcast_names(op, a, b, shape.len())?;
     Ok(out)
@@ -154,8 +154,8 @@ impl Tensor {
 
 /// `f(x)` elementwise for an affine `f` whose slope is `slope`; names carried over.
 fn scalar_map(x: &Tensor, f: impl Fn(f32) -> f32 + Sync, slope: f32) -> Tensor {
-    let out = x.with_data(|d| Tensor::from_parts(pointwise::map(d, f), x.shape()));
-    let out = Tensor { names: x.names.clone(), ..out };
+    let mut out = x.with_data(|d| Tensor::from_parts(pointwise::map(d, f), x.shape()));
+    out.names = x.names.clone();
     attach(out, &[x], || ScaleBackward { s: slope })
 }
 

@@ -166,7 +166,7 @@ impl Tensor {
             }
             l.strides[a] = -l.strides[a];
         }
-        let mut out = Tensor::from_parts(copy::gather(self.storage.as_slice(), &l), self.shape());
+        let mut out = Tensor::from_parts(copy::gather(self.storage().as_slice(), &l), self.shape());
         out.names = self.names.clone();
         Ok(attach(out, &[self], || FlipBackward { axes: axes.to_vec() }))
     }

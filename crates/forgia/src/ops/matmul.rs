@@ -21,7 +21,7 @@ fn batch_layout(l: &Layout, batch: &[usize]) -> Layout {
 /// The matrix at storage offset `off` of a rank-`r` tensor.
 fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
     MatRef {
-        data: t.storage.as_slice(),
+        data: t.buffer_slice(),
         offset: off,
         row_stride: t.layout.strides[r - 2],
         col_stride: t.layout.strides[r - 1],
@@ -30,6 +30,7 @@ fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
 
 /// `a · b` over rank ≥ 2 operands (no node). Shapes are checked by the caller.
 fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let (a, b) = (&a.detach(), &b.detach()); // a variable's current values, held for the product
     let (ra, rb) = (a.rank(), b.rank());
     let (la, lb) = (batch_layout(&a.layout, batch), batch_layout(&b.layout, batch));
     let count = numel(batch);

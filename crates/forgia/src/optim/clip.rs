@@ -1,10 +1,8 @@
 //! Gradient clipping by global L2 norm (`torch.nn.utils.clip_grad_norm_`).
 
-use std::collections::HashSet;
-
 use crate::autograd::no_grad;
 use crate::error::{fail, ErrorKind, Result};
-use crate::nn::Module;
+use crate::nn::{Module, Seen};
 
 /// Scales all gradients of `model` so their global L2 norm is at most `max_norm`, and
 /// returns the norm before clipping.
@@ -36,25 +34,21 @@ pub fn clip_grad_norm(model: &dyn Module, max_norm: f32) -> Result<f32> {
             reason: format!("{max_norm} must be finite and >= 0"),
         });
     }
-    let mut seen = HashSet::new();
+    let mut seen = Seen::default();
     let mut sum_sq = 0.0f64;
     model.visit_params(&mut |_, p| {
-        if let (Some(key), Some(g)) = (p.node_key(), p.grad()) {
-            if seen.insert(key) {
-                sum_sq += g.with_data(|d| d.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>());
-            }
+        if let Some(g) = p.grad().filter(|_| seen.first(p)) {
+            sum_sq += g.with_data(|d| d.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>());
         }
     });
     let norm = sum_sq.sqrt() as f32;
     let coef = max_norm / (norm + 1e-6);
     if coef < 1.0 {
         let _guard = no_grad();
-        let mut scaled = HashSet::new();
+        let mut scaled = Seen::default();
         model.visit_params(&mut |_, p| {
-            if let (Some(key), Some(g)) = (p.node_key(), p.grad()) {
-                if scaled.insert(key) {
-                    p.set_grad(g.scale(coef));
-                }
+            if let Some(g) = p.grad().filter(|_| scaled.first(p)) {
+                p.set_grad(g.scale(coef));
             }
         });
     }

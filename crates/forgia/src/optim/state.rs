@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::autograd::no_grad;
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::nn::Module;
+use crate::nn::{Module, Seen};
 use crate::tensor::Tensor;
 
 /// The state of one parameter: its step count, its shape, and one buffer per slot (empty until
@@ -166,9 +166,11 @@ pub(super) fn apply(
     let stateful = state.stateful();
     let n_slots = state.slots.len();
     let mut scratch = ParamState { step: 0, shape: Vec::new(), bufs: vec![Vec::new(); n_slots] };
+    // A parameter held twice (tied weights) is stepped once, under its first name.
+    let mut seen = Seen::default();
     model.visit_params_mut(&mut |name, p| {
         let Some(g) = p.grad() else { return };
-        if first_err.is_some() {
+        if first_err.is_some() || !seen.first(p) {
             return;
         }
         let st = if stateful {
@@ -180,9 +182,8 @@ pub(super) fn apply(
         } else {
             &mut scratch
         };
-        match p.data_mut() {
-            Ok(data) => g.with_data(|gs| update(data, gs, st)),
-            Err(e) => first_err = Some(e),
+        if let Err(e) = p.with_data_mut(|data| g.with_data(|gs| update(data, gs, st))) {
+            first_err = Some(e);
         }
     });
     match first_err {

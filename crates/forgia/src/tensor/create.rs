@@ -1,10 +1,7 @@
 //! Creating tensors: from data, filled, ranges, identity, one-hot, seeded random.
 
-use std::sync::Arc;
-
 use super::layout::numel;
 use super::{Rng, Tensor};
-use crate::autograd::Node;
 use crate::error::{fail, ErrorKind, Result};
 
 impl Tensor {
@@ -48,10 +45,10 @@ impl Tensor {
     }
 
     /// Turns this tensor's values into a variable: a fresh leaf node that accumulates
-    /// gradients. Shares storage; the original handle is unaffected.
+    /// gradients, and a value of its own that every clone of the result shares (the original
+    /// handle is unaffected by later updates of the variable).
     pub fn into_variable(self) -> Tensor {
-        let node = Node::leaf(self.shape());
-        Tensor { node: Some(Arc::new(node)), ..self.detach() }
+        self.new_variable()
     }
 
     /// A rank-0 constant.

@@ -8,7 +8,9 @@ pub(crate) mod layout;
 mod random;
 mod saved;
 mod storage;
+mod var;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 pub(crate) use axis::{resolve, resolve_set, Names};
@@ -20,6 +22,7 @@ pub use random::Rng;
 pub(crate) use saved::Saved;
 pub(crate) use storage::Storage;
 pub(crate) use storage::{buffer, zeroed, Scratch};
+pub(crate) use var::VarCell;
 pub use storage::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
     set_buffer_cache_limit,
@@ -33,24 +36,93 @@ use crate::error::{fail, ErrorKind, Result};
 /// A tensor is one of three kinds: a **constant** (no gradient node), a **variable** (a leaf
 /// node, see [`Tensor::into_variable`]), or an **op result** that points at the record of the
 /// op that made it. The graph lives in these pointers; there is no tape.
+///
+/// A clone is another handle to the same tensor. Every handle of a variable sees every update
+/// of it (an optimizer step, a checkpoint load, [`Tensor::with_data_mut`]); a constant's
+/// buffer is never written while anything else shares it, so a clone of a constant keeps its
+/// values.
 #[derive(Clone)]
 pub struct Tensor {
-    pub(crate) storage: Arc<Storage>,
+    data: Data,
     pub(crate) layout: Layout,
     pub(crate) node: Option<Arc<Node>>,
     pub(crate) names: Option<Names>,
 }
 
+/// Where a tensor's elements live.
+#[derive(Clone)]
+enum Data {
+    /// A buffer of the tensor's own (shared with views and clones, never written while shared).
+    Value(Arc<Storage>),
+    /// A variable's cell, shared by all its handles (its layout is packed row-major).
+    Variable(Arc<VarCell>),
+}
+
 impl Tensor {
+    /// A constant over `storage` with `layout` (the caller has checked that the layout
+    /// addresses only elements of the buffer).
+    pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Tensor {
+        Tensor { data: Data::Value(storage), layout, node: None, names: None }
+    }
+
     /// Wraps a contiguous buffer (internal: the length is trusted).
     pub(crate) fn from_parts(data: Vec<f32>, shape: &[usize]) -> Tensor {
         debug_assert_eq!(data.len(), layout::numel(shape));
-        Tensor { storage: Arc::new(Storage::new(data)), layout: Layout::contiguous(shape), node: None, names: None }
+        Tensor::from_storage(Arc::new(Storage::new(data)), Layout::contiguous(shape))
+    }
+
+    /// A variable: a fresh leaf node and a fresh value cell over this tensor's values.
+    pub(crate) fn new_variable(&self) -> Tensor {
+        let storage = match self.layout.contiguous_range() {
+            Some(r) if r.start == 0 && r.len() == self.storage().as_slice().len() => self.storage().into_owned(),
+            _ => Arc::new(Storage::new(self.to_vec())),
+        };
+        Tensor {
+            data: Data::Variable(Arc::new(VarCell::new(storage))),
+            layout: Layout::contiguous(self.shape()),
+            node: Some(Arc::new(Node::leaf(self.shape()))),
+            names: self.names.clone(),
+        }
+    }
+
+    /// The buffer behind this tensor: borrowed for constants and op results, the current
+    /// snapshot for a variable.
+    pub(crate) fn storage(&self) -> Cow<'_, Arc<Storage>> {
+        match &self.data {
+            Data::Value(storage) => Cow::Borrowed(storage),
+            Data::Variable(cell) => Cow::Owned(cell.get()),
+        }
+    }
+
+    /// The whole buffer of a constant or op result, for kernels that address it through the
+    /// layout (a variable's values are read through a snapshot: [`Tensor::detach`] first).
+    pub(crate) fn buffer_slice(&self) -> &[f32] {
+        match &self.data {
+            Data::Value(storage) => storage.as_slice(),
+            Data::Variable(_) => panic!("buffer_slice() on a variable handle: take a snapshot with detach() first"),
+        }
     }
 
     /// A new constant sharing this tensor's storage under another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor { storage: self.storage.clone(), layout, node: None, names: None }
+        Tensor::from_storage(self.storage().into_owned(), layout)
+    }
+
+    /// True when `self` and `other` are handles of one variable (clones of it, or the same
+    /// parameter held by two modules, as tied weights are). False for constants and op results.
+    pub fn same_variable(&self, other: &Tensor) -> bool {
+        match (&self.data, &other.data) {
+            (Data::Variable(a), Data::Variable(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// Identity of a variable's value cell (`None` otherwise), for deduplicating tied handles.
+    pub(crate) fn variable_key(&self) -> Option<usize> {
+        match &self.data {
+            Data::Variable(cell) => Some(Arc::as_ptr(cell) as usize),
+            Data::Value(_) => None,
+        }
     }
 
     /// The dimensions.
@@ -89,7 +161,7 @@ impl Tensor {
 
     /// True when `self` and `other` view the same storage buffer.
     pub fn shares_storage(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.storage, &other.storage)
+        Arc::ptr_eq(&self.storage(), &other.storage())
     }
 
     /// The single value of a one-element tensor.
@@ -100,23 +172,25 @@ impl Tensor {
         if self.numel() != 1 {
             return fail(ErrorKind::NotScalar { op: "item", shape: self.shape().to_vec() });
         }
-        Ok(self.storage.as_slice()[self.layout.offset])
+        Ok(self.storage().as_slice()[self.layout.offset])
     }
 
     /// The elements in row-major order (a copy).
     pub fn to_vec(&self) -> Vec<f32> {
+        let storage = self.storage();
         match self.layout.contiguous_range() {
-            Some(r) => self.storage.as_slice()[r].to_vec(),
-            None => crate::kernels::copy::gather(self.storage.as_slice(), &self.layout),
+            Some(r) => storage.as_slice()[r].to_vec(),
+            None => crate::kernels::copy::gather(storage.as_slice(), &self.layout),
         }
     }
 
     /// Read access to the elements as a contiguous slice, copying only when the layout is not
     /// already contiguous.
     pub fn with_data<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        let storage = self.storage();
         match self.layout.contiguous_range() {
-            Some(r) => f(&self.storage.as_slice()[r]),
-            None => f(&Scratch::from_vec(crate::kernels::copy::gather(self.storage.as_slice(), &self.layout))),
+            Some(r) => f(&storage.as_slice()[r]),
+            None => f(&Scratch::from_vec(crate::kernels::copy::gather(storage.as_slice(), &self.layout))),
         }
     }
 
@@ -134,44 +208,74 @@ impl Tensor {
         if self.is_contiguous() {
             return self.detach();
         }
-        Tensor::from_parts(crate::kernels::copy::gather(self.storage.as_slice(), &self.layout), self.shape())
+        Tensor::from_parts(crate::kernels::copy::gather(self.storage().as_slice(), &self.layout), self.shape())
     }
 
-    /// The contiguous slice of a tensor known to be contiguous.
+    /// The contiguous slice of a constant or op result known to be contiguous (a variable's
+    /// values are read through a snapshot: [`Tensor::detach`] or `contiguous_data` first).
     pub(crate) fn packed(&self) -> &[f32] {
         let r = self.layout.contiguous_range().expect("packed() needs a contiguous tensor");
-        &self.storage.as_slice()[r]
+        &self.buffer_slice()[r]
     }
 
-    /// Mutable access to the elements, for code that updates values in place (optimizers,
-    /// initializers). The buffer is copied first if anything else shares it, so no other
-    /// tensor ever sees the change.
+    /// Runs `f` with mutable access to the elements (row-major), for code that updates values
+    /// in place: optimizers, initializers, checkpoint loading, a user's own update.
+    ///
+    /// On a variable the write is seen by every handle of it; a graph built before the write
+    /// keeps the values its forward pass saw (the write goes to a fresh copy while such a
+    /// graph holds the old buffer). On a constant, the buffer is copied first if anything else
+    /// shares it, so no other tensor sees the change. `f` must not read this same variable
+    /// (that is reported as a panic, not a deadlock).
+    ///
+    /// ```
+    /// use forgia::{no_grad, Tensor};
+    /// let mut w = Tensor::variable(vec![1.0, 2.0], &[2])?;
+    /// let held = w.clone();
+    /// {
+    ///     let _guard = no_grad();
+    ///     w.with_data_mut(|d| d.iter_mut().for_each(|v| *v *= 10.0))?;
+    /// }
+    /// assert_eq!(held.to_vec(), vec![10.0, 20.0]); // every handle sees the update
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
     ///
     /// # Errors
     /// `MutableDataRequiresNoGrad` when the tensor is an op result, or a variable while grad
     /// mode is on (wrap the update in [`crate::no_grad`]).
-    pub fn data_mut(&mut self) -> Result<&mut [f32]> {
+    pub fn with_data_mut<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
         if let Some(node) = &self.node {
             if !node.is_leaf() || crate::autograd::is_grad_enabled() {
-                return fail(ErrorKind::MutableDataRequiresNoGrad { op: "data_mut" });
+                return fail(ErrorKind::MutableDataRequiresNoGrad { op: "with_data_mut" });
             }
         }
-        let exclusive = self.layout.offset == 0
-            && self.layout.is_contiguous()
-            && self.numel() == self.storage.as_slice().len()
-            && Arc::get_mut(&mut self.storage).is_some();
-        if !exclusive {
+        if let Data::Variable(cell) = &self.data {
+            return Ok(cell.update(f));
+        }
+        if self.exclusive_mut().is_none() {
             let data = self.to_vec();
-            self.storage = Arc::new(Storage::new(data));
+            self.data = Data::Value(Arc::new(Storage::new(data)));
             self.layout = Layout::contiguous(&self.layout.shape);
         }
-        let storage = Arc::get_mut(&mut self.storage).expect("storage made exclusive above");
-        Ok(storage.as_mut_slice())
+        Ok(f(self.exclusive_mut().expect("storage made exclusive above")))
     }
 
-    /// The same values without a gradient node: the graph is cut here. Shares storage.
+    /// The elements of a constant or op result that owns its packed buffer outright (no other
+    /// handle, view or saved value shares it), for writing in place; `None` otherwise.
+    pub(crate) fn exclusive_mut(&mut self) -> Option<&mut [f32]> {
+        let packed = self.layout.offset == 0 && self.layout.is_contiguous();
+        let n = self.layout.numel();
+        match &mut self.data {
+            Data::Value(storage) if packed && storage.as_slice().len() == n => {
+                Arc::get_mut(storage).map(Storage::as_mut_slice)
+            }
+            _ => None,
+        }
+    }
+
+    /// The same values without a gradient node: the graph is cut here. Shares storage (for a
+    /// variable: a snapshot of its current values, which later updates do not change).
     pub fn detach(&self) -> Tensor {
-        Tensor { storage: self.storage.clone(), layout: self.layout.clone(), node: None, names: self.names.clone() }
+        Tensor { data: Data::Value(self.storage().into_owned()), layout: self.layout.clone(), node: None, names: self.names.clone() }
     }
 
     /// The axis names, if any were given.

@@ -17,9 +17,10 @@ pub(crate) enum Saved {
 impl Saved {
     /// Saves `t`'s value (never its node).
     pub(crate) fn new(t: &Tensor) -> Saved {
-        let packed = t.layout.offset == 0 && t.layout.is_contiguous() && t.storage.as_slice().len() == t.numel();
+        let storage = t.storage();
+        let packed = t.layout.offset == 0 && t.layout.is_contiguous() && storage.as_slice().len() == t.numel();
         if packed {
-            Saved::Packed(t.storage.clone())
+            Saved::Packed(storage.into_owned())
         } else {
             Saved::View(Box::new(t.detach()))
         }
@@ -30,7 +31,7 @@ impl Saved {
         match self {
             Saved::Packed(storage) => {
                 debug_assert_eq!(storage.as_slice().len(), super::layout::numel(shape));
-                Tensor { storage: storage.clone(), layout: Layout::contiguous(shape), node: None, names: None }
+                Tensor::from_storage(storage.clone(), Layout::contiguous(shape))
             }
             Saved::View(t) => (**t).clone(),
         }
