@@ -1,6 +1,7 @@
 //! Reductions over the middle axis of a packed `[outer, red, inner]` view. `ops/` permutes
 //! any set of axes into that form first.
 
+use super::fastmath;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
@@ -136,7 +137,7 @@ pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Ve
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
             for i in 0..inner {
-                acc[o * inner + i] += (row[i] - shift[o * inner + i]).exp();
+                acc[o * inner + i] += fastmath::exp(row[i] - shift[o * inner + i]);
             }
         }
     }

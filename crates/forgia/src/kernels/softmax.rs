@@ -2,6 +2,7 @@
 //! `[outer, red, inner]` buffer, plus row log-sum-exp for the fused cross-entropy. Each
 //! (outer, inner) line is shifted by its maximum first, so large logits never overflow.
 
+use super::fastmath;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
@@ -27,7 +28,7 @@ fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
     if !m.is_finite() {
         return (m, 0.0);
     }
-    let s: f32 = (0..red).map(|r| (x[r * inner + i] - m).exp()).sum();
+    let s: f32 = (0..red).map(|r| fastmath::exp(x[r * inner + i] - m)).sum();
     (m, s.ln())
 }
 
@@ -49,13 +50,13 @@ pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bo
                 // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
                 let shift = if m[i].is_finite() { m[i] } else { 0.0 };
                 d[i] = row[i] - shift;
-                s[i] += d[i].exp();
+                s[i] += fastmath::exp(d[i]);
             }
         }
         let ls: Vec<f32> = s.iter().map(|v| v.ln()).collect();
         for d in dst.chunks_exact_mut(inner) {
             for i in 0..inner {
-                d[i] = if log { d[i] - ls[i] } else { (d[i] - ls[i]).exp() };
+                d[i] = if log { d[i] - ls[i] } else { fastmath::exp(d[i] - ls[i]) };
             }
         }
     });
@@ -78,7 +79,7 @@ pub(crate) fn softmax_backward(y: &[f32], gy: &[f32], outer: usize, red: usize, 
         }
         for ((d, yr), gr) in dst.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
             for i in 0..inner {
-                d[i] = if log { gr[i] - yr[i].exp() * s[i] } else { yr[i] * (gr[i] - s[i]) };
+                d[i] = if log { gr[i] - fastmath::exp(yr[i]) * s[i] } else { yr[i] * (gr[i] - s[i]) };
             }
         }
     });

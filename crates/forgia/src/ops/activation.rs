@@ -159,7 +159,7 @@ impl UnaryRule for Softplus {
         if x > SOFTPLUS_THRESHOLD {
             x
         } else {
-            x.max(0.0) + (-x.abs()).exp().ln_1p()
+            x.max(0.0) + fastmath::exp(-x.abs()).ln_1p()
         }
     }
     #[inline(always)]
