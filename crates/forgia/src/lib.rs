@@ -28,11 +28,12 @@ mod parallel;
 pub mod tensor;
 
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
-pub use autograd::{checkpoint, checkpoint_with, custom_op, elemental_binary, elemental_unary, CustomOp};
+pub use autograd::{checkpoint, checkpoint_with, custom_op, CustomOp};
 pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::attention::AttentionOptions;
 pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};
+pub use ops::elemental::{elemental_binary, elemental_unary};
 pub use ops::index::Indices;
 pub use ops::loss;
 pub use ops::norm::RunningStats;

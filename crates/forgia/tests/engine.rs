@@ -338,3 +338,14 @@ fn a_million_op_chain_drops_without_backward() {
     }
     drop(h);
 }
+
+#[test]
+fn a_create_graph_pass_sums_contributions_whose_axis_names_differ() {
+    let x = var(&[1.0, 2.0]);
+    let (a, b) = (x.with_names(&[Some("i")]).unwrap(), x.with_names(&[Some("j")]).unwrap());
+    let y = a.mul(&a).unwrap().sum_all().add(&b.mul(&b).unwrap().sum_all()).unwrap();
+    y.backward_with(None, BackwardOptions { create_graph: true, ..BackwardOptions::default() }).unwrap();
+    let g = x.grad().unwrap();
+    assert_eq!(g.to_vec(), vec![4.0, 8.0]); // d/dx 2x² = 4x
+    assert!(g.requires_grad(), "the accumulated gradient stays differentiable");
+}

@@ -106,7 +106,9 @@ fn golden_block(case: &Value) -> TransformerBlock {
     let golden_names: Vec<String> = p.iter().map(|(n, _)| n.clone()).collect();
     assert_eq!(names, golden_names, "parameter names and order");
     let _guard = no_grad();
-    block.visit_params_mut(&mut |name, t| param(&p, name).with_data(|src| t.with_data_mut(|d| d.copy_from_slice(src)).unwrap()));
+    block.visit_params_mut(&mut |name, t| {
+        param(&p, name).with_data(|src| t.with_data_mut(|d| d.copy_from_slice(src)).unwrap())
+    });
     block
 }
 

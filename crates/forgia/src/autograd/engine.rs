@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::mode::set_grad_enabled;
-use super::node::{Node, VjpCtx, IDLE, PENDING, RUNNING};
+use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE, PENDING, RUNNING};
 use crate::error::{fail, Error, ErrorKind, Result};
 use crate::tensor::Tensor;
 
@@ -309,14 +309,16 @@ pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) {
 
 /// `acc + g` for gradient accumulation: in place when `acc` owns its buffer outright, else a
 /// fresh buffer (a buffer shared with anyone — a user's snapshot, a view — is never mutated).
+/// In a `create_graph` pass the sum is itself recorded ([`GradSum`]), so the accumulated
+/// gradient stays differentiable. Both operands have the node's shape (checked when each
+/// contribution arrived); their axis names play no part.
 fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> Tensor {
-    if differentiable && (acc.node.is_some() || g.node.is_some()) {
-        let _mode = set_grad_enabled(true);
-        return acc.add(g).expect("gradient shapes were checked against the node");
-    }
-    if let Some(dst) = acc.exclusive_mut() {
-        g.with_data(|src| crate::kernels::pointwise::add_assign(dst, src));
-        return acc;
+    let recorded = differentiable && (acc.node.is_some() || g.node.is_some());
+    if !recorded {
+        if let Some(dst) = acc.exclusive_mut() {
+            g.with_data(|src| crate::kernels::pointwise::add_assign(dst, src));
+            return acc;
+        }
     }
     let data = crate::kernels::pointwise::zip_broadcast(
         acc.storage().as_slice(),
@@ -325,5 +327,23 @@ fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> Tensor {
         &g.layout,
         |a, b| a + b,
     );
-    Tensor::from_parts(data, acc.shape())
+    let value = Tensor::from_parts(data, acc.shape());
+    if !recorded {
+        return value;
+    }
+    let _mode = set_grad_enabled(true);
+    attach(value, &[&acc, g], || GradSum)
+}
+
+/// The record of a gradient sum in a `create_graph` pass: `y = a + b`, backward `ga = gb = gy`.
+struct GradSum;
+
+impl Backward for GradSum {
+    fn name(&self) -> &'static str {
+        "grad_accumulate"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        Ok((0..2).map(|i| cx.needs_grad(i).then(|| gy.clone())).collect())
+    }
 }

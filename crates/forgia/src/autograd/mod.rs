@@ -5,7 +5,6 @@
 mod api;
 mod checkpoint;
 mod custom;
-mod elemental;
 mod engine;
 pub mod gradcheck;
 mod mode;
@@ -13,7 +12,6 @@ mod node;
 
 pub use checkpoint::{checkpoint, checkpoint_with};
 pub use custom::{custom_op, CustomOp};
-pub use elemental::{elemental_binary, elemental_unary};
 pub use engine::BackwardOptions;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};

@@ -7,7 +7,6 @@ use smallvec::SmallVec;
 
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::kernels::copy;
 use crate::tensor::layout::{for_each_offset, numel};
 use crate::tensor::{Axis, Layout, Shape, Tensor};
 
@@ -166,7 +165,7 @@ impl Tensor {
             }
             l.strides[a] = -l.strides[a];
         }
-        let mut out = Tensor::from_parts(copy::gather(self.storage().as_slice(), &l), self.shape());
+        let mut out = Tensor::from_parts(crate::tensor::gather(self.storage().as_slice(), &l), self.shape());
         out.names = self.names.clone();
         Ok(attach(out, &[self], || FlipBackward { axes: axes.to_vec() }))
     }

@@ -7,6 +7,7 @@ pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod einsum;
+pub(crate) mod elemental;
 pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod linear;

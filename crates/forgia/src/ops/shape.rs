@@ -17,12 +17,21 @@ fn view(x: &Tensor, layout: Layout) -> Tensor {
 
 /// A packed copy of `x`, differentiable (the backward is the identity).
 pub(crate) fn materialize(x: &Tensor) -> Tensor {
-    let mut out = Tensor::from_parts(copy::gather(x.storage().as_slice(), &x.layout), x.shape());
+    let mut out = Tensor::from_parts(crate::tensor::gather(x.storage().as_slice(), &x.layout), x.shape());
     out.names = x.names.clone();
     attach(out, &[x], || IdentityBackward)
 }
 
 impl Tensor {
+    /// A contiguous tensor with the same values: `self` (shared) when already contiguous, else
+    /// a copy. Differentiable.
+    pub fn contiguous(&self) -> Tensor {
+        if self.is_contiguous() {
+            return self.clone();
+        }
+        materialize(self)
+    }
+
     /// The same elements with another shape of equal size: a view of contiguous data, a copy
     /// otherwise.
     ///
@@ -39,7 +48,7 @@ impl Tensor {
         }
         let out = match self.layout.reshaped(shape) {
             Some(l) => view(self, l),
-            None => Tensor::from_parts(copy::gather(self.storage().as_slice(), &self.layout), shape),
+            None => Tensor::from_parts(crate::tensor::gather(self.storage().as_slice(), &self.layout), shape),
         };
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }

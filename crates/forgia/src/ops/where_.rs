@@ -8,7 +8,7 @@ use super::binary::broadcast_names;
 use super::sum_to_shape;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::kernels::{copy, pointwise};
+use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Tensor;
 
@@ -29,7 +29,7 @@ fn check_mask(op: &'static str, mask: &Tensor) -> Result<()> {
 fn select(op: &'static str, mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let ab = broadcast_shapes(op, a.shape(), b.shape())?;
     let shape = broadcast_shapes(op, mask.shape(), &ab)?;
-    let packed = |t: &Tensor| copy::gather(t.storage().as_slice(), &t.layout.broadcast_to(&shape));
+    let packed = |t: &Tensor| crate::tensor::gather(t.storage().as_slice(), &t.layout.broadcast_to(&shape));
     let (m, va, vb) = (packed(mask), packed(a), packed(b));
     let data = pointwise::zip3(&m, &va, &vb, |m, a, b| if m != 0.0 { a } else { b });
     let mut out = Tensor::from_parts(data, &shape);

@@ -4,6 +4,7 @@
 mod axis;
 mod create;
 mod display;
+mod gather;
 pub(crate) mod layout;
 mod random;
 mod saved;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 pub(crate) use axis::{resolve, resolve_set, Names};
 pub use axis::{Axes, Axis};
+pub(crate) use gather::gather;
 pub(crate) use layout::Layout;
 pub use layout::Shape;
 pub(crate) use random::mix64;
@@ -22,11 +24,11 @@ pub use random::Rng;
 pub(crate) use saved::Saved;
 pub(crate) use storage::Storage;
 pub(crate) use storage::{buffer, zeroed, Scratch};
-pub(crate) use var::VarCell;
 pub use storage::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
     set_buffer_cache_limit,
 };
+pub(crate) use var::VarCell;
 
 use crate::autograd::Node;
 use crate::error::{fail, ErrorKind, Result};
@@ -180,7 +182,7 @@ impl Tensor {
         let storage = self.storage();
         match self.layout.contiguous_range() {
             Some(r) => storage.as_slice()[r].to_vec(),
-            None => crate::kernels::copy::gather(storage.as_slice(), &self.layout),
+            None => gather(storage.as_slice(), &self.layout),
         }
     }
 
@@ -190,17 +192,8 @@ impl Tensor {
         let storage = self.storage();
         match self.layout.contiguous_range() {
             Some(r) => f(&storage.as_slice()[r]),
-            None => f(&Scratch::from_vec(crate::kernels::copy::gather(storage.as_slice(), &self.layout))),
+            None => f(&Scratch::from_vec(gather(storage.as_slice(), &self.layout))),
         }
-    }
-
-    /// A contiguous tensor with the same values: `self` (shared) when already contiguous, else
-    /// a copy. Differentiable.
-    pub fn contiguous(&self) -> Tensor {
-        if self.is_contiguous() {
-            return self.clone();
-        }
-        crate::ops::shape::materialize(self)
     }
 
     /// The contiguous values of this tensor as a fresh constant (shared when possible).
@@ -208,7 +201,7 @@ impl Tensor {
         if self.is_contiguous() {
             return self.detach();
         }
-        Tensor::from_parts(crate::kernels::copy::gather(self.storage().as_slice(), &self.layout), self.shape())
+        Tensor::from_parts(gather(self.storage().as_slice(), &self.layout), self.shape())
     }
 
     /// The contiguous slice of a constant or op result known to be contiguous (a variable's
@@ -275,7 +268,12 @@ impl Tensor {
     /// The same values without a gradient node: the graph is cut here. Shares storage (for a
     /// variable: a snapshot of its current values, which later updates do not change).
     pub fn detach(&self) -> Tensor {
-        Tensor { data: Data::Value(self.storage().into_owned()), layout: self.layout.clone(), node: None, names: self.names.clone() }
+        Tensor {
+            data: Data::Value(self.storage().into_owned()),
+            layout: self.layout.clone(),
+            node: None,
+            names: self.names.clone(),
+        }
     }
 
     /// The axis names, if any were given.

@@ -34,10 +34,8 @@ impl VarCell {
     /// The current buffer (a snapshot: later updates do not write into it while it is held).
     pub(crate) fn get(&self) -> Arc<Storage> {
         let guard = self.value.lock();
-        let storage = guard
-            .try_borrow()
-            .expect("a variable was read from inside its own update closure (with_data_mut)")
-            .clone();
+        let storage =
+            guard.try_borrow().expect("a variable was read from inside its own update closure (with_data_mut)").clone();
         storage
     }
 

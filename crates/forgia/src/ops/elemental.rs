@@ -5,11 +5,11 @@
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
-use super::node::{attach, Backward, Grads, VjpCtx};
+use super::binary::broadcast_map;
+use super::sum_to_shape;
+use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
-use crate::ops::binary::broadcast_map;
-use crate::ops::sum_to_shape;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 use crate::tensor::Tensor;
 
