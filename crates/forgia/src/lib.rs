@@ -25,6 +25,7 @@ pub mod nn;
 pub(crate) mod ops;
 pub mod optim;
 mod parallel;
+pub mod runtime;
 pub mod tensor;
 
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};

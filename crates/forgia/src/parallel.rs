@@ -1,10 +1,11 @@
-//! The library's one bounded rayon pool, shared by kernels and the backward engine, and the
-//! size thresholds below which work stays on the calling thread.
+//! The library's one bounded rayon pool, shared by kernels and the backward engine, built from
+//! the settings of [`crate::runtime`], and the size thresholds below which work stays on the
+//! calling thread.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::Result;
+use crate::runtime::{self, PoolSettings, RuntimeConfig};
 
 /// Elementwise kernels split their work across the pool only above this many elements
 /// (measured: below it the hand-off costs more than it saves; see docs/BENCHMARKS.md).
@@ -17,67 +18,62 @@ pub(crate) const CHUNK_ELEMENTS: usize = 1 << 14;
 pub(crate) const PARALLEL_GEMM_WORK: usize = 1 << 16;
 
 static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
-// Relaxed: read once when the pool is built; no other data hangs off it.
-static REQUESTED_THREADS: AtomicUsize = AtomicUsize::new(0);
+/// What the pool was built with (`threads` is always the actual count), set once with it.
+static BUILT: OnceLock<PoolSettings> = OnceLock::new();
 
-/// Sets the number of worker threads of the library's pool. Call it before the first tensor
+/// Sets the number of worker threads of the library's pool: shorthand for
+/// [`runtime::configure`] with only `threads` changed. Call it before the first tensor
 /// operation; the pool is built once.
 ///
 /// # Errors
-/// `InvalidArgument` for zero threads, or when the pool already runs with another count.
+/// `InvalidArgument` for zero threads, or when the pool was already built with another count.
 pub fn set_num_threads(threads: usize) -> Result<()> {
-    if threads == 0 {
-        return fail(ErrorKind::InvalidArgument {
-            op: "set_num_threads",
-            arg: "threads",
-            reason: "must be at least 1".into(),
-        });
-    }
-    REQUESTED_THREADS.store(threads, Ordering::Relaxed);
-    let built = pool().current_num_threads();
-    if built != threads {
-        return fail(ErrorKind::InvalidArgument {
-            op: "set_num_threads",
-            arg: "threads",
-            reason: format!("the pool already runs {built} threads"),
-        });
-    }
-    Ok(())
+    runtime::configure(RuntimeConfig { threads: Some(threads), ..runtime::config() })
 }
 
-/// The number of worker threads of the library's pool.
+/// The number of worker threads of the library's pool (building it if it is not yet built).
 pub fn num_threads() -> usize {
     pool().current_num_threads()
 }
 
-// Set once, when the pool adopts the thread that builds it (see `pool`).
-static ADOPTED_MAIN: AtomicBool = AtomicBool::new(false);
+/// The settings the pool was built with, once it is built.
+pub(crate) fn built_settings() -> Option<PoolSettings> {
+    BUILT.get().copied()
+}
 
-/// The library's pool, built on first use with the requested or the available thread count.
+/// True when subnormal flushing is on (see [`RuntimeConfig::flush_denormals`]).
+fn flushing() -> bool {
+    built_settings().map_or_else(|| runtime::pool_settings().flush_denormals, |s| s.flush_denormals)
+}
+
+/// The library's pool, built on first use from [`runtime::config`].
 ///
-/// When the program's main thread builds it (the usual case: its first tensor operation) and
-/// there are at least two threads, the main thread becomes the pool's thread 0 and only the
-/// others are spawned. Kernels called from the main thread then split their work in place,
-/// with the other threads stealing halves, instead of handing the whole job to the pool and
-/// sleeping until it is done: on the 2-core machine each such hand-off cost two context
-/// switches, and W6's forward pass took 98 ms instead of 70 (docs/BENCHMARKS.md). Other
-/// threads (test threads, a user's own workers) hand their jobs to the pool as before.
+/// With `adopt_main_thread` on, when the program's main thread builds it (the usual case: its
+/// first tensor operation) and there are at least two threads, the main thread becomes the
+/// pool's thread 0 and only the others are spawned. Kernels called from the main thread then
+/// split their work in place, with the other threads stealing halves, instead of handing the
+/// whole job to the pool and sleeping until it is done. Other threads (test threads, a user's
+/// own workers) hand their jobs to the pool as before.
 pub(crate) fn pool() -> &'static rayon::ThreadPool {
     POOL.get_or_init(|| {
-        let requested = REQUESTED_THREADS.load(Ordering::Relaxed);
-        let threads =
-            if requested > 0 { requested } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
+        let wanted = runtime::pool_settings();
+        let threads = wanted.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         // With one thread, adopting the caller would leave no thread to serve other callers.
-        let adopt = threads > 1 && std::thread::current().name() == Some("main");
+        let adopt = wanted.adopt_main_thread && threads > 1 && std::thread::current().name() == Some("main");
+        let flush = wanted.flush_denormals;
         let mut builder = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("forgia-{i}"))
-            .start_handler(|_| flush_denormals_on_this_thread());
+            .start_handler(move |_| {
+                if flush {
+                    flush_denormals_on_this_thread();
+                }
+            });
         if adopt {
             builder = builder.use_current_thread();
         }
         let pool = builder.build().expect("building the forgia thread pool");
-        ADOPTED_MAIN.store(adopt, Ordering::Relaxed);
+        let _ = BUILT.set(PoolSettings { threads: Some(threads), adopt_main_thread: adopt, ..wanted });
         pool
     })
 }
@@ -87,7 +83,7 @@ pub(crate) fn pool() -> &'static rayon::ThreadPool {
 pub(crate) fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     let pool = pool();
     match pool.current_thread_index() {
-        Some(0) if ADOPTED_MAIN.load(Ordering::Relaxed) => {
+        Some(0) if built_settings().is_some_and(|s| s.adopt_main_thread) => {
             let _flush = FlushDenormals::new();
             f()
         }
@@ -97,9 +93,10 @@ pub(crate) fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 /// Subnormal floats take a slow microcode path on x86 (over 100× slower per operation), and a
-/// GEMM over a gradient holding a few of them ran 30× slower in W7. The pool's threads
-/// therefore flush subnormal results and inputs to zero (MXCSR FTZ and DAZ); values below
-/// 1.2e-38 become 0, which no f32 training computation can tell apart.
+/// GEMM over a gradient holding a few of them ran 30× slower in W7. With
+/// [`RuntimeConfig::flush_denormals`] on, the pool's threads therefore flush subnormal results
+/// and inputs to zero (MXCSR FTZ and DAZ); values below 1.2e-38 become 0, which no f32
+/// training computation can tell apart.
 fn flush_denormals_on_this_thread() {
     #[cfg(target_arch = "x86_64")]
     {
@@ -127,8 +124,9 @@ fn write_mxcsr(csr: u32) {
     unsafe { std::arch::asm!("ldmxcsr [{}]", in(reg) &csr, options(nostack, preserves_flags)) };
 }
 
-/// Flushes subnormals on the calling thread for as long as it lives, restoring the caller's
-/// MXCSR on drop: heavy kernels that run on the caller's thread (a single-threaded GEMM) use it.
+/// Flushes subnormals on the calling thread for as long as it lives (when flushing is on),
+/// restoring the caller's MXCSR on drop: heavy kernels that run on the caller's thread (a
+/// single-threaded GEMM) use it.
 pub(crate) struct FlushDenormals {
     #[cfg(target_arch = "x86_64")]
     saved: u32,
@@ -140,7 +138,9 @@ impl FlushDenormals {
         #[cfg(target_arch = "x86_64")]
         {
             let saved = read_mxcsr();
-            write_mxcsr(saved | MXCSR_FTZ_DAZ);
+            if flushing() {
+                write_mxcsr(saved | MXCSR_FTZ_DAZ);
+            }
             FlushDenormals { saved }
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -23,7 +23,7 @@ pub(crate) use random::mix64;
 pub use random::Rng;
 pub(crate) use saved::Saved;
 pub(crate) use storage::Storage;
-pub(crate) use storage::{buffer, zeroed, Scratch};
+pub(crate) use storage::{buffer, zeroed, Scratch, DEFAULT_BUFFER_CACHE_BYTES};
 pub use storage::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
     set_buffer_cache_limit,

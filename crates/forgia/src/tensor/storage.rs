@@ -60,7 +60,10 @@ impl Cache {
 
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 // Relaxed: a limit read on each free; a momentarily stale value only caches one buffer more or less.
-static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
+static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_CACHE_BYTES);
+
+/// The buffer cache's default limit: 1 GiB.
+pub(crate) const DEFAULT_BUFFER_CACHE_BYTES: usize = 1 << 30;
 
 /// A buffer of `n` floats with unspecified (but initialized) values: a cached one when there
 /// is one of that length, else a fresh zeroed allocation. Callers overwrite every element.
@@ -133,7 +136,8 @@ impl Drop for Scratch {
     }
 }
 
-/// Sets the most bytes the buffer cache keeps (0 turns caching off and frees what it holds).
+/// Sets the most bytes the buffer cache keeps (0 turns caching off and frees what it holds);
+/// the same setting as [`crate::runtime::RuntimeConfig::buffer_cache_bytes`].
 pub fn set_buffer_cache_limit(bytes: usize) {
     CACHE_LIMIT.store(bytes, Ordering::Relaxed);
     if let Some(cache) = CACHE.lock().as_mut() {
