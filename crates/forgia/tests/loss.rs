@@ -192,3 +192,14 @@ fn bad_loss_inputs_are_named_errors() {
         ErrorKind::EmptyTensor { .. }
     ));
 }
+
+#[test]
+fn cross_entropy_without_smoothing_is_finite_when_a_wrong_class_is_at_minus_infinity() {
+    let x = Tensor::from_vec(vec![2.0, f32::NEG_INFINITY, 0.5], &[1, 3]).unwrap().into_variable();
+    let labels = Indices::from(vec![0usize]);
+    let loss = loss::cross_entropy(&x, &labels, CrossEntropyOptions::default()).unwrap();
+    let want = (2f32.exp() + 0.5f32.exp()).ln() - 2.0;
+    assert!((loss.item().unwrap() - want).abs() < 1e-6, "{}", loss.item().unwrap());
+    loss.backward().unwrap();
+    assert!(x.grad().unwrap().to_vec().iter().all(|g| g.is_finite()));
+}

@@ -7,17 +7,9 @@ use smallvec::SmallVec;
 
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::layout::{for_each_offset, numel};
+use crate::kernels::copy;
+use crate::tensor::layout::numel;
 use crate::tensor::{Axis, Layout, Shape, Tensor};
-
-/// Writes the packed `values` into `dst` at the positions of `layout`.
-fn write_into(dst: &mut [f32], layout: &Layout, values: &[f32]) {
-    let mut i = 0;
-    for_each_offset(layout, |o| {
-        dst[o] = values[i];
-        i += 1;
-    });
-}
 
 /// Checks that every tensor has the rank and shape of the first, except along `axis`.
 fn check_same_but(op: &'static str, ts: &[&Tensor], axis: Option<usize>) -> Result<()> {
@@ -54,7 +46,7 @@ impl Tensor {
         let full = Layout::contiguous(&shape);
         let mut start = 0;
         for (t, &len) in tensors.iter().zip(&sizes) {
-            t.with_data(|v| write_into(&mut data, &full.narrowed(a, start, len, 1), v));
+            t.with_data(|v| copy::scatter(&mut data, &full.narrowed(a, start, len, 1), v));
             start += len;
         }
         let mut out = Tensor::from_parts(data, &shape);
@@ -142,7 +134,7 @@ impl Tensor {
         for (i, (&d, &(b, _))) in self.shape().iter().zip(pads).enumerate() {
             inner = inner.narrowed(i, b, d, 1);
         }
-        self.with_data(|v| write_into(&mut data, &inner, v));
+        self.with_data(|v| copy::scatter(&mut data, &inner, v));
         let mut out = Tensor::from_parts(data, &shape);
         out.names = self.names.clone();
         Ok(attach(out, &[self], || PadBackward { pads: pads.to_vec(), in_shape: self.shape().into() }))

@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::kernels::fastmath;
+use crate::kernels::loss as k;
 use crate::kernels::softmax::row_logsumexp;
 use crate::ops::index::Indices;
 use crate::tensor::Tensor;
@@ -196,15 +196,8 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
     let data = x.contiguous_data();
     let d = data.packed();
     let lse = row_logsumexp(d, n, c);
-    let rows: Vec<f32> = (0..n)
-        .map(|r| {
-            let Some(y) = targets[r] else { return 0.0 };
-            let row = &d[r * c..(r + 1) * c];
-            let (m, ls) = lse[r];
-            let mean = row.iter().map(|&v| v - m).sum::<f32>() / c as f32;
-            (1.0 - eps) * (ls - (row[y] - m)) + eps * (ls - mean)
-        })
-        .collect();
+    let mut rows = vec![0.0; n];
+    k::cross_entropy_rows(d, c, &lse, targets, eps, &mut rows);
     let (out, count) = combine(rows, targets, reduction);
     Ok(attach(out, &[x], || CrossEntropyBackward {
         x: data.clone(),
@@ -235,13 +228,8 @@ impl CrossEntropyBackward {
 
     /// The smoothed target distribution, `[N, C]`.
     fn target(&self, c: usize) -> Vec<f32> {
-        let (off, on) = self.target_values(c);
-        let mut t = vec![off; self.targets.len() * c];
-        for (r, y) in self.targets.iter().enumerate() {
-            if let Some(y) = y {
-                t[r * c + y] = on;
-            }
-        }
+        let mut t = crate::tensor::buffer(self.targets.len() * c);
+        k::one_hot_rows(&self.targets, c, self.target_values(c), &mut t);
         t
     }
 }
@@ -260,27 +248,9 @@ impl Backward for CrossEntropyBackward {
         } else {
             let g = gy.to_vec();
             let (w, d) = (w.packed(), self.x.packed());
-            // The smoothed target without materializing it: every element with the value off
-            // the class, then the class recomputed.
-            let (off, on) = self.target_values(c);
+            let scale = |r: usize| w[r] * if g.len() == 1 { g[0] } else { g[r] };
             let mut out = crate::tensor::buffer(n * c);
-            crate::kernels::simd::vectorized(
-                #[inline(always)]
-                || {
-                    for r in 0..n {
-                        let s = w[r] * if g.len() == 1 { g[0] } else { g[r] };
-                        let (m, l) = self.lse[r];
-                        let row = r * c..(r + 1) * c;
-                        for (o, &x) in out[row.clone()].iter_mut().zip(&d[row]) {
-                            *o = (fastmath::exp((x - m) - l) - off) * s;
-                        }
-                        if let Some(y) = self.targets[r] {
-                            let at = r * c + y;
-                            out[at] = (fastmath::exp((d[at] - m) - l) - on) * s;
-                        }
-                    }
-                },
-            );
+            k::cross_entropy_grad(d, c, &self.lse, &self.targets, self.target_values(c), scale, &mut out);
             Tensor::from_parts(out, &[n, c])
         };
         Ok(SmallVec::from_elem(Some(gx), 1))
@@ -305,12 +275,8 @@ impl Backward for NllBackward {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut hot = crate::tensor::zeroed(self.n * self.c);
-        for (r, y) in self.targets.iter().enumerate() {
-            if let Some(y) = y {
-                hot[r * self.c + y] = -1.0;
-            }
-        }
+        let mut hot = crate::tensor::buffer(self.n * self.c);
+        k::one_hot_rows(&self.targets, self.c, (0.0, -1.0), &mut hot);
         let w = row_weights(&self.targets, self.reduction, self.count);
         let gx = Tensor::from_parts(hot, &[self.n, self.c]).mul(&w)?.mul(&gy_rows(gy)?)?;
         Ok(SmallVec::from_elem(Some(gx), 1))

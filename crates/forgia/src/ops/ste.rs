@@ -7,21 +7,6 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::tensor::Tensor;
 
-/// Per-row ternary quantization: `s = mean(|w_row|)`, `q = clamp(round(w / s), -1, 1)`,
-/// `w_q = s · q` (a zero row stays zero).
-fn ternary(w: &[f32], cols: usize) -> Vec<f32> {
-    let mut out = crate::tensor::zeroed(w.len());
-    for (o, row) in out.chunks_mut(cols.max(1)).zip(w.chunks(cols.max(1))) {
-        let s = row.iter().map(|v| v.abs()).sum::<f32>() / cols as f32;
-        if s > 0.0 {
-            for (o, &v) in o.iter_mut().zip(row) {
-                *o = s * (v / s).round_ties_even().clamp(-1.0, 1.0);
-            }
-        }
-    }
-    out
-}
-
 impl Tensor {
     /// `y = x · w_qᵀ` for `x [.., in]` and `w [out, in]`, where `w_q` is `w` quantized per
     /// row to `{-s, 0, s}` with `s = mean(|w_row|)` (BitNet-style ternary weights).
@@ -46,7 +31,11 @@ impl Tensor {
         if self.shape()[self.rank() - 1] != w.shape()[1] {
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
         }
-        let wq = w.with_data(|d| Tensor::from_parts(ternary(d, w.shape()[1]), w.shape()));
+        let wq = w.with_data(|d| {
+            let mut q = crate::tensor::buffer(d.len());
+            crate::kernels::ste::ternary(d, w.shape()[1], &mut q);
+            Tensor::from_parts(q, w.shape())
+        });
         let y = self.detach().matmul(&wq.transpose(0, 1)?)?;
         Ok(attach(y, &[self, w], || SteBackward { x: self.detach(), wq }))
     }
