@@ -2,6 +2,9 @@
 //! (`ops/index.rs` checks every one against its axis), so these loops cannot write out of
 //! bounds; the slice indexing still bounds-checks as a last line of defence.
 
+use crate::tensor::layout::{contiguous_strides, for_each_offset};
+use crate::tensor::Layout;
+
 /// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]`.
 pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Vec<f32> {
     let n = idx.len();
@@ -32,24 +35,13 @@ pub(crate) fn index_add(dst: &mut [f32], outer: usize, d: usize, inner: usize, i
 /// element of an index of shape `shape`, where the target offset uses the index's coordinates
 /// on every axis but `axis`, and the index value on `axis`.
 fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: impl FnMut(usize, usize)) {
-    let rank = shape.len();
-    let total: usize = shape.iter().product();
-    let mut strides = vec![1usize; rank];
-    for a in (0..rank.saturating_sub(1)).rev() {
-        strides[a] = strides[a + 1] * target[a + 1];
-    }
-    let mut coord = vec![0usize; rank];
-    for (p, &k) in idx.iter().enumerate().take(total) {
-        let off: usize = (0..rank).map(|a| if a == axis { k } else { coord[a] } * strides[a]).sum();
-        f(p, off);
-        for a in (0..rank).rev() {
-            coord[a] += 1;
-            if coord[a] < shape[a] {
-                break;
-            }
-            coord[a] = 0;
-        }
-    }
+    let mut layout = Layout { shape: shape.into(), strides: contiguous_strides(target), offset: 0 };
+    let axis_stride = std::mem::replace(&mut layout.strides[axis], 0) as usize;
+    let mut p = 0;
+    for_each_offset(&layout, |off| {
+        f(p, off + idx[p] * axis_stride);
+        p += 1;
+    });
 }
 
 /// `out[p] = x[p with axis replaced by idx[p]]` (torch.gather) for packed `x` of `x_shape`
@@ -78,24 +70,8 @@ pub(crate) fn scatter_add(
 }
 
 /// Calls `f(offset)` in a packed tensor of shape `target` for each coordinate of `shape`.
-fn walk_plain(shape: &[usize], target: &[usize], mut f: impl FnMut(usize)) {
-    let rank = shape.len();
-    let total: usize = shape.iter().product();
-    let mut strides = vec![1usize; rank];
-    for a in (0..rank.saturating_sub(1)).rev() {
-        strides[a] = strides[a + 1] * target[a + 1];
-    }
-    let mut coord = vec![0usize; rank];
-    for _ in 0..total {
-        f((0..rank).map(|a| coord[a] * strides[a]).sum());
-        for a in (0..rank).rev() {
-            coord[a] += 1;
-            if coord[a] < shape[a] {
-                break;
-            }
-            coord[a] = 0;
-        }
-    }
+fn walk_plain(shape: &[usize], target: &[usize], f: impl FnMut(usize)) {
+    for_each_offset(&Layout { shape: shape.into(), strides: contiguous_strides(target), offset: 0 }, f);
 }
 
 #[cfg(test)]
