@@ -89,7 +89,7 @@ pub fn gradcheck(
         y.backward_with_grad(&cot).map_err(nest)?;
     }
     let scalar = |xs: &[Tensor]| -> Result<f64> {
-        let _guard = crate::no_grad();
+        let _guard = super::mode::no_grad();
         let y = f(xs)?;
         Ok(y.to_vec().iter().zip(&cot_data).map(|(&a, &b)| a as f64 * b as f64).sum())
     };
