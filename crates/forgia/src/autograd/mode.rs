@@ -2,17 +2,30 @@
 //! engine sets on pool threads.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
+
+/// This thread's grad mode: the number of open [`no_grad`] guards, and the explicit setting of
+/// the innermost [`set_grad_enabled`] scope together with the guard count when it began.
+#[derive(Clone, Copy)]
+struct Mode {
+    depth: u32,
+    base: u32,
+    base_enabled: bool,
+}
 
 thread_local! {
-    static NO_GRAD_DEPTH: Cell<u32> = const { Cell::new(0) };
+    static MODE: Cell<Mode> = const { Cell::new(Mode { depth: 0, base: 0, base_enabled: true }) };
 }
 
 /// True when ops on variables record graph nodes on this thread (no [`no_grad`] guard open).
 pub fn is_grad_enabled() -> bool {
-    NO_GRAD_DEPTH.with(|d| d.get() == 0)
+    let m = MODE.with(Cell::get);
+    m.base_enabled && m.depth <= m.base
 }
 
-/// A guard that turns recording off on this thread until it is dropped. Guards nest.
+/// A guard that turns recording off on this thread until it is dropped. Guards nest, and may
+/// be dropped in any order: recording resumes when the last open one is dropped. A guard
+/// belongs to the thread that opened it (it is neither `Send` nor `Sync`).
 ///
 /// ```
 /// use forgia::{no_grad, Tensor};
@@ -26,34 +39,53 @@ pub fn is_grad_enabled() -> bool {
 /// ```
 #[must_use = "recording resumes as soon as the guard is dropped"]
 pub struct NoGradGuard {
-    previous: u32,
+    /// Thread-bound: the count it decrements is this thread's.
+    _thread: PhantomData<*const ()>,
 }
 
 /// Opens a no-grad region on this thread: the same forward kernels run, but no node is built.
 pub fn no_grad() -> NoGradGuard {
-    let previous = NO_GRAD_DEPTH.with(|d| {
-        let p = d.get();
-        d.set(p + 1);
-        p
+    MODE.with(|m| {
+        let mode = m.get();
+        m.set(Mode { depth: mode.depth + 1, ..mode });
     });
-    NoGradGuard { previous }
+    NoGradGuard { _thread: PhantomData }
 }
 
 impl Drop for NoGradGuard {
     fn drop(&mut self) {
-        NO_GRAD_DEPTH.with(|d| d.set(self.previous));
+        MODE.with(|m| {
+            let mode = m.get();
+            m.set(Mode { depth: mode.depth.saturating_sub(1), ..mode });
+        });
     }
 }
 
-/// Sets grad mode on this thread to `enabled` until the guard drops (the engine runs records
-/// with recording on only for `create_graph` passes; pool threads need it set explicitly).
-pub(crate) fn set_grad_enabled(enabled: bool) -> NoGradGuard {
-    let previous = NO_GRAD_DEPTH.with(|d| {
-        let p = d.get();
-        d.set(if enabled { 0 } else { p.max(1) });
-        p
+/// The guard of [`set_grad_enabled`]: restores the enclosing setting when dropped.
+#[must_use = "the setting ends as soon as the guard is dropped"]
+pub(crate) struct GradModeGuard {
+    saved: (u32, bool),
+    _thread: PhantomData<*const ()>,
+}
+
+/// Sets grad mode on this thread to `enabled` until the guard drops, whatever guards are open
+/// (the engine runs records with recording on only for `create_graph` passes; pool threads
+/// need it set explicitly). A [`no_grad`] guard opened inside the scope still turns recording
+/// off. Scopes nest strictly (each guard is dropped before the one opened before it).
+pub(crate) fn set_grad_enabled(enabled: bool) -> GradModeGuard {
+    let saved = MODE.with(|m| {
+        let mode = m.get();
+        m.set(Mode { base: mode.depth, base_enabled: enabled, ..mode });
+        (mode.base, mode.base_enabled)
     });
-    NoGradGuard { previous }
+    GradModeGuard { saved, _thread: PhantomData }
+}
+
+impl Drop for GradModeGuard {
+    fn drop(&mut self) {
+        let (base, base_enabled) = self.saved;
+        MODE.with(|m| m.set(Mode { base, base_enabled, ..m.get() }));
+    }
 }
 
 #[cfg(test)]
@@ -72,6 +104,49 @@ mod tests {
             }
             assert!(!is_grad_enabled());
         }
+        assert!(is_grad_enabled());
+    }
+
+    #[test]
+    fn a_guard_cannot_move_to_another_thread() {
+        // Compiles only while `NoGradGuard` is not `Send`: with a `Send` guard the two impls
+        // below would both apply and the call would be ambiguous.
+        trait AmbiguousIfSend<A> {
+            fn check() {}
+        }
+        impl<T: ?Sized> AmbiguousIfSend<()> for T {}
+        #[allow(dead_code)]
+        struct Marker;
+        impl<T: ?Sized + Send> AmbiguousIfSend<Marker> for T {}
+        <NoGradGuard as AmbiguousIfSend<_>>::check();
+    }
+
+    #[test]
+    fn guards_dropped_out_of_order_leave_recording_on_once_all_are_gone() {
+        let a = no_grad();
+        let b = no_grad();
+        drop(a);
+        assert!(!is_grad_enabled(), "b is still open");
+        drop(b);
+        assert!(is_grad_enabled());
+    }
+
+    #[test]
+    fn an_explicit_setting_holds_until_its_guard_drops_and_no_grad_inside_it_still_wins() {
+        let outer = no_grad();
+        {
+            let _on = set_grad_enabled(true);
+            assert!(is_grad_enabled());
+            {
+                let _off = no_grad();
+                assert!(!is_grad_enabled());
+            }
+            assert!(is_grad_enabled());
+            let _off = set_grad_enabled(false);
+            assert!(!is_grad_enabled());
+        }
+        assert!(!is_grad_enabled(), "the outer no_grad is back in force");
+        drop(outer);
         assert!(is_grad_enabled());
     }
 }
