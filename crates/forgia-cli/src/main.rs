@@ -4,6 +4,7 @@
 mod bench;
 mod data;
 mod gradcheck;
+mod plot;
 mod train;
 
 use std::process::ExitCode;

@@ -35,6 +35,14 @@ impl Metric {
         }
     }
 
+    /// The metric's axis label on plots, with its unit.
+    pub(crate) fn axis_label(self) -> &'static str {
+        match self {
+            Metric::TestAccuracy => "test accuracy (%)",
+            Metric::ValidationLoss => "validation loss (nats per character)",
+        }
+    }
+
     /// A value formatted for people.
     pub(crate) fn format(self, value: f64) -> String {
         match self {
@@ -64,6 +72,8 @@ pub(crate) trait Job {
     fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
         Ok(Box::new(Adam::new(AdamConfig { lr: settings.lr, ..AdamConfig::adam() })?))
     }
+    /// The model and optimizer in a few words, for the plot's title (`CNN, Adam`).
+    fn headline(&self) -> &'static str;
     /// One line describing the model and the data.
     fn describe(&self, settings: &Settings) -> String;
     /// What `evaluate` measures.

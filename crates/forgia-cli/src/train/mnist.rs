@@ -170,6 +170,10 @@ impl Job for MnistJob {
         &mut self.model
     }
 
+    fn headline(&self) -> &'static str {
+        "CNN, Adam"
+    }
+
     fn describe(&self, s: &Settings) -> String {
         format!(
             "mnist: CNN with {} parameters; {} training / {} test images; Adam lr {}, batch {}, {} epochs{}{}",

@@ -195,7 +195,7 @@ fn train_epochs(
     args: &TrainArgs,
     out: &Path,
 ) -> Result<Vec<EpochRow>, TrainError> {
-    let mut log = Log::new(out, job.metric());
+    let mut log = Log::new(out, plot_title(args.task, job.headline(), settings), job.metric());
     let mut rows = Vec::new();
     let started = Instant::now();
     for epoch in start_epoch..settings.epochs {
@@ -229,6 +229,28 @@ fn train_epochs(
         );
     }
     Ok(rows)
+}
+
+/// The plot's title: the job, its model and optimizer, and the settings of the run.
+fn plot_title(task: Task, headline: &str, s: &Settings) -> String {
+    let mut title = format!(
+        "{}: {headline}, lr {}, batch {}, {} epochs, seed {}",
+        task.name(),
+        s.lr,
+        s.batch_size,
+        s.epochs,
+        s.seed
+    );
+    if let Some(limit) = s.limit {
+        title += &format!(", first {limit} samples");
+    }
+    if s.augment {
+        title += ", shifted";
+    }
+    if s.checkpoint {
+        title += ", checkpointed";
+    }
+    title
 }
 
 /// One epoch of steps; returns the mean training loss over its samples.

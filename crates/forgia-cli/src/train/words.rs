@@ -114,6 +114,10 @@ impl Job for WordsJob {
         Ok(Box::new(AdamW::new(AdamConfig { lr: settings.lr, ..AdamConfig::adamw() })?))
     }
 
+    fn headline(&self) -> &'static str {
+        "char transformer, AdamW"
+    }
+
     fn describe(&self, s: &Settings) -> String {
         format!(
             "words: char transformer ({LAYERS} blocks, d_model 64, 4 heads, context {CONTEXT}) with {} parameters; \
