@@ -9,7 +9,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::{render_png, text_of, Area, FAMILY};
 
 /// The picture's size in pixels.
-pub(crate) const SIZE: (u32, u32) = (720, 760);
+pub(crate) const SIZE: (u32, u32) = (720, 740);
 /// Room for the title at the top.
 const TITLE: i32 = 60;
 /// Room for the row labels and the rotated axis label at the left.

@@ -68,7 +68,8 @@ pub(crate) fn draw(root: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
     draw_metric(&metric_area.margin(10, 10, 10, 25), run)
 }
 
-/// The smoothing window, in steps, for `n` steps: about a twentieth of the run.
+/// The smoothing window, in steps, for `n` steps: about a twentieth of the run (1, no
+/// smoothing, for runs under 40 steps).
 fn window(n: usize) -> usize {
     (n / 20).clamp(1, 200)
 }
@@ -97,36 +98,38 @@ fn draw_loss(area: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
         .caption("training loss", (FAMILY, 18))
         .x_label_area_size(45)
         .y_label_area_size(65)
-        .build_cartesian_2d(first as f64..last as f64, 0.0..top)
+        .build_cartesian_2d(first..last, 0.0..top)
         .map_err(text_of)?;
     chart
         .configure_mesh()
         .x_desc("optimizer step")
         .y_desc("cross-entropy loss")
-        .x_label_formatter(&|v| format!("{v:.0}"))
+        .x_labels(((last - first) as usize + 1).min(12))
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
         .light_line_style(RGBColor(246, 246, 246))
         .draw()
         .map_err(text_of)?;
-    let raw: Vec<(f64, f64)> = run.steps.iter().map(|&(s, l)| (s as f64, l as f64)).collect();
+    let raw: Vec<(u64, f64)> = run.steps.iter().map(|&(s, l)| (s, l as f64)).collect();
     chart.draw_series(LineSeries::new(raw, RAW)).map_err(text_of)?.label("batch loss per step").legend(swatch(RAW));
     let losses: Vec<f32> = run.steps.iter().map(|s| s.1).collect();
     let window = window(losses.len());
-    let smooth = smoothed(&losses, window).into_iter().zip(run.steps).map(|(v, s)| (s.0 as f64, v));
-    chart
-        .draw_series(LineSeries::new(smooth, SMOOTH.stroke_width(2)))
-        .map_err(text_of)?
-        .label(format!("smoothed (EMA over ~{window} steps)"))
-        .legend(swatch(SMOOTH));
-    let means: Vec<(f64, f64)> = run.epochs.iter().map(|e| (e.step as f64, e.train_loss)).collect();
+    let smooth = smoothed(&losses, window).into_iter().zip(run.steps).map(|(v, s)| (s.0, v));
+    if window > 1 {
+        chart
+            .draw_series(LineSeries::new(smooth, SMOOTH.stroke_width(2)))
+            .map_err(text_of)?
+            .label(format!("smoothed (EMA over ~{window} steps)"))
+            .legend(swatch(SMOOTH));
+    }
+    let means: Vec<(u64, f64)> = run.epochs.iter().map(|e| (e.step, e.train_loss)).collect();
     chart.draw_series(LineSeries::new(means.clone(), EPOCH.stroke_width(2))).map_err(text_of)?;
     chart
         .draw_series(means.into_iter().map(|p| Circle::new(p, 4, EPOCH.filled())))
         .map_err(text_of)?
         .label("mean loss per epoch")
         .legend(|(x, y)| Circle::new((x + 10, y), 4, EPOCH.filled()));
-    legend(&mut chart)
+    legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 fn draw_metric(area: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
@@ -165,7 +168,8 @@ fn draw_metric(area: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
         let style = TextStyle::from((FAMILY, 14).into_font()).pos(Pos::new(HPos::Right, VPos::Bottom));
         chart.draw_series(std::iter::once(Text::new(shown, (epoch, value), style))).map_err(text_of)?;
     }
-    legend(&mut chart)
+    // Accuracy rises and a loss falls: keep the legend out of the curve's way.
+    legend(&mut chart, if run.percent { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperRight })
 }
 
 /// A short line of `color` for a legend entry.
@@ -173,10 +177,13 @@ fn swatch(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
 }
 
-fn legend<'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>) -> Result<(), String> {
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> Result<(), String> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(position)
         .label_font((FAMILY, 14))
         .background_style(WHITE.mix(0.85))
         .border_style(RGBColor(180, 180, 180))
