@@ -62,9 +62,14 @@ impl EpochRow {
     }
 }
 
-/// Prints the table of every epoch of this run and the final metric.
-pub(super) fn print_summary(metric: Metric, rows: &[EpochRow]) {
+/// Prints the table of every epoch of this run and the final metric; `quiet`: only the
+/// final metric line.
+pub(super) fn print_summary(metric: Metric, rows: &[EpochRow], quiet: bool) {
     let Some(last) = rows.last() else { return };
+    if quiet {
+        println!("final {}: {}", metric.label(), metric.format(last.metric));
+        return;
+    }
     let mut table = format!("\n{:>5}  {:>10}  {:>15}  {:>8}\n", "epoch", "train loss", metric.label(), "time (s)");
     for r in rows {
         let _ = writeln!(
@@ -80,35 +85,58 @@ pub(super) fn print_summary(metric: Metric, rows: &[EpochRow]) {
     println!("final {}: {}", metric.label(), metric.format(last.metric));
 }
 
-/// The live progress bar of one epoch: loss, accuracy and samples per second. Hidden when
-/// stderr is not a terminal.
+/// The live progress bar of one epoch: loss, accuracy, samples per second and the time left
+/// in the epoch and in the run. Hidden when stderr is not a terminal, and under `--quiet`.
 pub(super) struct Progress {
     bar: ProgressBar,
     start: Instant,
+    /// Epochs after this one.
+    later_epochs: u64,
 }
 
 impl Progress {
-    pub(super) fn new(epoch: u64, epochs: u64, steps: usize) -> Progress {
-        let bar = ProgressBar::new(steps as u64);
+    /// The bar of epoch `epoch` (1-based) of `epochs`, which has `steps` steps.
+    pub(super) fn new(epoch: u64, epochs: u64, steps: usize, quiet: bool) -> Progress {
+        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(steps as u64) };
         let template = "{prefix} [{bar:30.cyan/blue}] {pos}/{len} {msg}";
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(format!("epoch {epoch}/{epochs}"));
-        Progress { bar, start: Instant::now() }
+        Progress { bar, start: Instant::now(), later_epochs: epochs.saturating_sub(epoch) }
     }
 
-    /// After each step: the running mean loss, the running accuracy (classifiers) and the
-    /// throughput so far.
+    /// After each step: the running mean loss, the running accuracy (classifiers), the
+    /// throughput so far and the time left at that pace (evaluation time not included).
     pub(super) fn update(&mut self, loss: f64, accuracy: Option<f64>, samples: usize) {
-        let rate = samples as f64 / self.start.elapsed().as_secs_f64().max(1e-9);
-        let accuracy = accuracy.map(|a| format!(" acc {a:.1}%")).unwrap_or_default();
-        self.bar.set_message(format!("loss {loss:.4}{accuracy} {rate:.0} samples/s"));
         self.bar.inc(1);
+        let elapsed = self.start.elapsed().as_secs_f64().max(1e-9);
+        let rate = samples as f64 / elapsed;
+        let steps = self.bar.length().unwrap_or(1).max(1) as f64;
+        let per_step = elapsed / self.bar.position().max(1) as f64;
+        let epoch_left = (steps - self.bar.position() as f64).max(0.0) * per_step;
+        let run_left = epoch_left + self.later_epochs as f64 * steps * per_step;
+        let accuracy = accuracy.map(|a| format!(" acc {a:.1}%")).unwrap_or_default();
+        self.bar.set_message(format!(
+            "loss {loss:.4}{accuracy} {rate:.0} samples/s, epoch {} left, run {} left",
+            clock(epoch_left),
+            clock(run_left)
+        ));
     }
 
     pub(super) fn finish(self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// A duration for people: `0:07`, `12:30`, `1:02:03`.
+pub(super) fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
     }
 }
 
@@ -179,5 +207,18 @@ impl Log {
         };
         curves::write(&tmp, &run).map_err(|e| write_error(&png, std::io::Error::other(e)))?;
         std::fs::rename(&tmp, &png).map_err(|e| write_error(&png, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_clock_times() {
+        assert_eq!(clock(7.4), "0:07");
+        assert_eq!(clock(750.0), "12:30");
+        assert_eq!(clock(3723.0), "1:02:03");
+        assert_eq!(clock(-1.0), "0:00");
     }
 }
