@@ -1,5 +1,5 @@
 //! A training run in one picture: a title naming the job and its settings, the loss panel
-//! (every step's batch loss, a smoothed curve and each epoch's mean) and the metric panel (the
+//! (every step's batch loss, a smoothed curve and each epoch's mean as a dot) and the metric panel (the
 //! test or validation metric after each epoch), with numbered axes, axis labels and legends.
 
 use std::path::Path;
@@ -74,17 +74,19 @@ fn window(n: usize) -> usize {
     (n / 20).clamp(1, 200)
 }
 
-/// The exponential moving average of `values` with time constant `window` steps, corrected
-/// for its zero start (as TensorBoard's smoothing), so the first points are not pulled to 0.
+/// The centered moving average of `values` over `window` steps (fewer at the ends), which,
+/// unlike an exponential average, does not lag behind the curve.
 pub(crate) fn smoothed(values: &[f32], window: usize) -> Vec<f64> {
-    let beta = 1.0 - 1.0 / window.max(1) as f64;
-    let (mut avg, mut weight) = (0.0f64, 0.0f64);
-    values
-        .iter()
-        .map(|&v| {
-            avg = beta * avg + (1.0 - beta) * v as f64;
-            weight = beta * weight + (1.0 - beta);
-            avg / weight
+    let half = window / 2;
+    let mut prefix = Vec::with_capacity(values.len() + 1);
+    prefix.push(0.0f64);
+    for &v in values {
+        prefix.push(prefix[prefix.len() - 1] + v as f64);
+    }
+    (0..values.len())
+        .map(|i| {
+            let (lo, hi) = (i.saturating_sub(half), (i + half + 1).min(values.len()));
+            (prefix[hi] - prefix[lo]) / (hi - lo) as f64
         })
         .collect()
 }
@@ -119,15 +121,20 @@ fn draw_loss(area: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
         chart
             .draw_series(LineSeries::new(smooth, SMOOTH.stroke_width(2)))
             .map_err(text_of)?
-            .label(format!("smoothed (EMA over ~{window} steps)"))
+            .label(format!("smoothed (moving average of {} steps)", window / 2 * 2 + 1))
             .legend(swatch(SMOOTH));
     }
-    let means: Vec<(u64, f64)> = run.epochs.iter().map(|e| (e.step, e.train_loss)).collect();
-    chart.draw_series(LineSeries::new(means.clone(), EPOCH.stroke_width(2))).map_err(text_of)?;
+    // An epoch's mean loss sits at the middle of its steps.
+    let mut start = first.saturating_sub(1);
+    let mut means = Vec::with_capacity(run.epochs.len());
+    for e in run.epochs {
+        means.push(((start + e.step).div_ceil(2), e.train_loss));
+        start = e.step;
+    }
     chart
         .draw_series(means.into_iter().map(|p| Circle::new(p, 4, EPOCH.filled())))
         .map_err(text_of)?
-        .label("mean loss per epoch")
+        .label("mean loss of each epoch")
         .legend(|(x, y)| Circle::new((x + 10, y), 4, EPOCH.filled()));
     legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
@@ -161,13 +168,12 @@ fn draw_metric(area: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
     chart
         .draw_series(points.iter().map(|&p| Circle::new(p, 4, METRIC.filled())))
         .map_err(text_of)?
-        .label(run.metric_label)
+        .label(match points.last() {
+            Some(&(_, v)) if run.percent => format!("{}, last {v:.2}%", run.metric_label),
+            Some(&(_, v)) => format!("{}, last {v:.4}", run.metric_label),
+            None => run.metric_label.to_string(),
+        })
         .legend(|(x, y)| Circle::new((x + 10, y), 4, METRIC.filled()));
-    if let Some(&(epoch, value)) = points.last() {
-        let shown = if run.percent { format!("{value:.2}%") } else { format!("{value:.4}") };
-        let style = TextStyle::from((FAMILY, 14).into_font()).pos(Pos::new(HPos::Right, VPos::Bottom));
-        chart.draw_series(std::iter::once(Text::new(shown, (epoch, value), style))).map_err(text_of)?;
-    }
     // Accuracy rises and a loss falls: keep the legend out of the curve's way.
     legend(&mut chart, if run.percent { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperRight })
 }
@@ -227,10 +233,28 @@ mod tests {
     }
 
     #[test]
-    fn smoothing_starts_at_the_first_value_and_follows_a_constant() {
-        let s = smoothed(&[4.0, 4.0, 4.0, 1.0], 10);
-        assert!((s[0] - 4.0).abs() < 1e-9 && (s[2] - 4.0).abs() < 1e-9);
-        assert!(s[3] < 4.0 && s[3] > 1.0);
+    fn the_png_file_is_written_and_its_title_changes_it() {
+        let dir = std::env::temp_dir().join(format!("forgia-plot-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let steps = [(1, 2.0), (2, 1.5), (3, 1.0)];
+        let epochs = [EpochPoint { step: 3, epoch: 1, train_loss: 1.5, metric: 50.0 }];
+        let mut run =
+            RunCurves { title: "", steps: &steps, epochs: &epochs, metric_label: "test accuracy (%)", percent: true };
+        let (blank, titled) = (dir.join("blank.png"), dir.join("titled.png"));
+        write(&blank, &run).unwrap();
+        run.title = "spirals: MLP, Adam, lr 0.01";
+        write(&titled, &run).unwrap();
+        let (blank, titled) = (std::fs::read(&blank).unwrap(), std::fs::read(&titled).unwrap());
+        assert_eq!(&titled[..8], b"\x89PNG\r\n\x1a\n");
+        assert_ne!(blank, titled);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn smoothing_averages_a_centered_window() {
+        let s = smoothed(&[4.0, 4.0, 4.0, 1.0, 1.0, 1.0], 2);
+        assert_eq!(s, [4.0, 4.0, 3.0, 2.0, 1.0, 1.0]);
+        assert_eq!(smoothed(&[1.0, 3.0], 10), [2.0, 2.0], "the window shrinks at the ends");
         assert_eq!(window(10), 1);
         assert_eq!(window(2000), 100);
     }
