@@ -98,7 +98,8 @@ pub(crate) struct TrainArgs {
     /// repository's data/].
     #[arg(long, value_name = "DIR")]
     pub(crate) data_dir: Option<PathBuf>,
-    /// Print only the final metric line (and errors): no progress bar, epoch lines or tables.
+    /// Print only the final metric line (and errors): no progress bar, epoch lines, tables or
+    /// sampled words. The log and plot are still written.
     #[arg(long, short)]
     pub(crate) quiet: bool,
     /// MNIST: random shifts of up to ±2 pixels of each training image.
