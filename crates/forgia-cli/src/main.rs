@@ -1,9 +1,12 @@
-//! The `forgia` command: train models on the shipped data, run the benchmark workloads, and
-//! gradcheck every differentiable op.
+//! The `forgia` command: train models on the shipped data, sample from and evaluate the saved
+//! models, run the benchmark workloads, and gradcheck every differentiable op.
 
 mod bench;
 mod data;
+mod eval;
 mod gradcheck;
+mod plot;
+mod sample;
 mod train;
 
 use std::process::ExitCode;
@@ -29,6 +32,11 @@ enum Command {
     /// Train a model: mnist (a CNN, the default), words (a character transformer) or spirals
     /// (a small MLP).
     Train(train::TrainArgs),
+    /// Make up words with a words model saved by `forgia train words --save FILE`.
+    Sample(sample::SampleArgs),
+    /// Test accuracy and confusion matrix of an mnist model saved by
+    /// `forgia train mnist --save FILE`.
+    Eval(eval::EvalArgs),
     /// Run the benchmark workloads of BENCHMARKS.md (all of them when none is named).
     Bench(bench::BenchArgs),
     /// Check every differentiable op's gradient against finite differences.
@@ -55,6 +63,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Train(args) => train::run(&args).map_err(|e| e.to_string()),
+        Command::Sample(args) => sample::run(&args).map_err(|e| e.to_string()),
+        Command::Eval(args) => eval::run(&args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::run(&args).map_err(|e| e.to_string()),
         Command::Gradcheck(args) => gradcheck::run(&args).map_err(|e| e.to_string()),
     };

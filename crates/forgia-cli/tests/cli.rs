@@ -1,6 +1,7 @@
 //! The `forgia` binary end to end: short training runs (spirals, a cut-down MNIST), their
 //! logs and plots, saving and resuming, bad input (one message, non-zero exit, no panic, no
-//! partial checkpoint), and `forgia gradcheck`.
+//! partial checkpoint), `forgia sample` and `forgia eval` on tiny saved models, `--quiet`, the
+//! missing-file messages, and `forgia gradcheck`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -235,4 +236,103 @@ fn a_short_words_run_reports_validation_loss_and_samples_words() {
     let csv = std::fs::read_to_string(out.join("loss.csv")).unwrap();
     assert!(csv.starts_with("kind,step,epoch,loss,validation_loss\n"), "{csv}");
     assert_eq!(csv.lines().filter(|l| l.starts_with("step,")).count(), 4, "256 words in batches of 64");
+}
+
+/// Trains a tiny model of `task` and saves it as `<dir>/<task>.safetensors`.
+fn tiny_model(dir: &Path, task: &str) -> PathBuf {
+    let path = dir.join(format!("{task}.safetensors"));
+    let out = dir.join(format!("out-{task}"));
+    let args = ["train", task, "--epochs", "1", "--limit", "128", "--quiet", "--save"];
+    succeed(&[&args[..], &[path.to_str().unwrap(), "--out", out.to_str().unwrap()]].concat());
+    path
+}
+
+#[test]
+fn a_saved_words_model_samples_words_without_the_word_list() {
+    let dir = TempDir::new("sample");
+    let model = tiny_model(dir.path(), "words");
+    let model = model.to_str().unwrap();
+    // No data is needed: point the data folder nowhere.
+    let nowhere = dir.path().join("no-data");
+    let o = forgia(&["sample", "--model", model, "-n", "5", "--seed", "3"], &[("FORGIA_DATA_DIR", &nowhere)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let words = stdout(&o);
+    assert_eq!(words.lines().count(), 5, "{words}");
+    assert!(words.lines().all(|w| w.len() <= 16 && w.bytes().all(|b| b.is_ascii_lowercase())), "{words}");
+    assert_eq!(succeed(&["sample", "--model", model, "-n", "5", "--seed", "3"]), words, "a seed repeats");
+    // Top-1 is greedy: every draw is the same word.
+    let greedy = succeed(&["sample", "--model", model, "-n", "3", "--top-k", "1", "--seed", "9"]);
+    let first = greedy.lines().next().unwrap();
+    assert!(greedy.lines().all(|w| w == first), "{greedy}");
+    let hot = succeed(&["sample", "--model", model, "-n", "2", "--temperature", "2.5", "--top-k", "5"]);
+    assert_eq!(hot.lines().count(), 2);
+    let err = fail(&["sample", "--model", model, "--temperature", "0"], &[]);
+    assert!(err.contains("--temperature"), "{err}");
+}
+
+#[test]
+fn a_saved_mnist_model_is_evaluated_with_a_confusion_matrix() {
+    let dir = TempDir::new("eval");
+    let model = tiny_model(dir.path(), "mnist");
+    let trained = std::fs::read_to_string(dir.path().join("out-mnist").join("loss.csv")).unwrap();
+    let out = dir.path().join("eval");
+    let text = succeed(&["eval", "--model", model.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let line = text.lines().find(|l| l.starts_with("test accuracy: ")).expect("an accuracy line");
+    assert!(line.ends_with("/ 1000 test images)"), "{line}");
+    let accuracy: f64 = line["test accuracy: ".len()..].split('%').next().unwrap().parse().unwrap();
+    let last_epoch = trained.lines().rfind(|l| l.starts_with("epoch,")).unwrap();
+    let logged: f64 = last_epoch.rsplit(',').next().unwrap().parse().unwrap();
+    assert!((accuracy - logged).abs() < 0.01, "eval {accuracy} vs training's {logged}");
+    let header = text.lines().position(|l| l.starts_with("true\\pred")).expect("a table");
+    let rows: Vec<&str> = text.lines().skip(header + 1).take(10).collect();
+    for (digit, row) in rows.iter().enumerate() {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 12, "{row}");
+        assert_eq!(cells[0], digit.to_string());
+        let total: usize = cells[1..11].iter().map(|c| c.parse::<usize>().unwrap()).sum();
+        assert_eq!(total, 100, "100 test images of each digit: {row}");
+    }
+    let png = std::fs::read(out.join("confusion.png")).expect("confusion.png");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // --quiet: the accuracy line and nothing else.
+    let quiet = succeed(&["eval", "--model", model.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]);
+    assert_eq!(quiet.trim_end(), line);
+}
+
+#[test]
+fn quiet_training_prints_only_the_final_metric() {
+    let dir = TempDir::new("quiet");
+    let out = dir.path().join("out");
+    let o = forgia(&["train", "spirals", "--epochs", "2", "--quiet", "--out", out.to_str().unwrap()], &[]);
+    assert!(o.status.success() && stderr(&o).is_empty(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.starts_with("final test accuracy: "), "{text}");
+    assert_eq!(check_outputs(&out).1, 2, "the log and plot are still written");
+}
+
+#[test]
+fn a_missing_model_or_data_file_is_one_line_naming_the_path_and_the_way_to_set_it() {
+    let dir = TempDir::new("missing");
+    let missing = dir.path().join("no-model.safetensors");
+    for command in ["sample", "eval"] {
+        let err = fail(&[command, "--model", missing.to_str().unwrap()], &[]);
+        let expected = format!("error: model file not found at {} (pass --model FILE", missing.display());
+        assert!(err.starts_with(&expected) && err.lines().count() == 1, "{err}");
+    }
+    let mnist = tiny_model(dir.path(), "mnist");
+    let nowhere = dir.path().join("nowhere");
+    let err = fail(&["eval", "--model", mnist.to_str().unwrap()], &[("FORGIA_DATA_DIR", &nowhere)]);
+    let expected = format!(
+        "error: MNIST data not found at {} (set FORGIA_DATA_DIR or pass --data-dir)\n",
+        nowhere.join("mnist_5k.csv.gz").display()
+    );
+    assert_eq!(err, expected);
+    let out = dir.path().join("out");
+    let args = ["train", "words", "--out", out.to_str().unwrap(), "--data-dir", nowhere.to_str().unwrap()];
+    let err = fail(&args, &[]);
+    assert!(err.starts_with("error: word list data not found at ") && err.contains("english-words.txt.gz"), "{err}");
+    // A model of the other job says which job it is from and which one is needed.
+    let err = fail(&["sample", "--model", mnist.to_str().unwrap()], &[]);
+    assert!(err.contains("of the mnist job") && err.contains("needs one of the words job"), "{err}");
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::{for_each_gz_line, locate, DataError};
+use super::{existing, for_each_gz_line, DataError};
 
 /// The file name inside the data folder.
 pub(crate) const FILE_NAME: &str = "mnist_5k.csv.gz";
@@ -40,9 +40,10 @@ pub(crate) struct MnistSplit {
     pub(crate) test_labels: Vec<usize>,
 }
 
-/// Loads `mnist_5k.csv.gz` from the data folder (see [`locate`]).
-pub(crate) fn load() -> Result<MnistSplit, DataError> {
-    load_from(&locate(FILE_NAME))
+/// Loads `mnist_5k.csv.gz` from the data folder (see [`super::locate`]): `dir` is
+/// `--data-dir`. A missing file is [`DataError::Missing`].
+pub(crate) fn load(dir: Option<&Path>) -> Result<MnistSplit, DataError> {
+    load_from(&existing(dir, FILE_NAME, "MNIST")?)
 }
 
 /// Loads and splits the MNIST CSV at `path`.
@@ -172,7 +173,7 @@ mod tests {
 
     #[test]
     fn the_shipped_file_splits_4000_train_and_1000_test_balanced() {
-        let split = load().unwrap_or_else(|err| panic!("{err}"));
+        let split = load(None).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(split.train_labels.len(), CLASSES * TRAIN_PER_DIGIT);
         assert_eq!(split.test_labels.len(), CLASSES * TEST_PER_DIGIT);
         assert_eq!(split.train_images.len(), 4000 * PIXELS);

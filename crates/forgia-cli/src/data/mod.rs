@@ -30,6 +30,14 @@ pub(crate) enum DataError {
         /// The underlying I/O or decompression error.
         source: io::Error,
     },
+    /// The data file is not where the command looked for it.
+    #[error("{what} data not found at {} (set {DATA_DIR_ENV} or pass --data-dir)", .path.display())]
+    Missing {
+        /// The data set, e.g. `MNIST`.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
     /// A line of the file does not have the expected format.
     #[error("{}:{line}: {message}", .path.display())]
     Parse {
@@ -52,19 +60,34 @@ pub(crate) enum DataError {
 
 /// Finds the data file `name`:
 ///
+/// * when `dir` is given (`--data-dir`), `<dir>/<name>` and nothing else;
 /// * when `$FORGIA_DATA_DIR` is set (and not empty), `$FORGIA_DATA_DIR/<name>` and nothing
 ///   else — a folder given explicitly is never silently replaced by another copy;
 /// * otherwise the first that exists of `./data/<name>` (relative to the working directory)
 ///   and `data/<name>` at the repository root, located from this crate's source folder at
 ///   compile time; if neither exists, `data/<name>`, so that the loader's [`DataError::Io`]
 ///   names the conventional location.
-pub(crate) fn locate(name: &str) -> PathBuf {
+pub(crate) fn locate(dir: Option<&Path>, name: &str) -> PathBuf {
+    if let Some(dir) = dir {
+        return dir.join(name);
+    }
     if let Some(dir) = std::env::var_os(DATA_DIR_ENV).filter(|dir| !dir.is_empty()) {
         return PathBuf::from(dir).join(name);
     }
     let relative = Path::new("data").join(name);
     let from_crate = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data")).join(name);
     [relative.clone(), from_crate].into_iter().find(|candidate| candidate.is_file()).unwrap_or(relative)
+}
+
+/// The path of data file `name` (see [`locate`]), or [`DataError::Missing`] naming the data
+/// set `what` when no file is there.
+fn existing(dir: Option<&Path>, name: &str, what: &'static str) -> Result<PathBuf, DataError> {
+    let path = locate(dir, name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(DataError::Missing { what, path })
+    }
 }
 
 /// Reads the gzip-compressed text file at `path` line by line and calls
@@ -149,7 +172,7 @@ mod tests {
     #[test]
     fn locate_finds_the_shipped_files() {
         for name in [mnist::FILE_NAME, words::FILE_NAME] {
-            let path = locate(name);
+            let path = locate(None, name);
             assert!(path.is_file(), "{} not found", path.display());
             assert!(path.ends_with(name));
         }
@@ -157,8 +180,19 @@ mod tests {
 
     #[test]
     fn locate_falls_back_to_the_conventional_path() {
-        let path = locate("no-such-data-file.bin");
+        let path = locate(None, "no-such-data-file.bin");
         assert_eq!(path, Path::new("data").join("no-such-data-file.bin"));
+    }
+
+    #[test]
+    fn a_given_folder_is_used_as_is_and_a_missing_file_names_the_ways_to_set_it() {
+        let dir = Path::new("/no/such/folder");
+        assert_eq!(locate(Some(dir), "x.gz"), dir.join("x.gz"));
+        let err = existing(Some(dir), "x.gz", "Test").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Test data not found at /no/such/folder/x.gz (set FORGIA_DATA_DIR or pass --data-dir)"
+        );
     }
 
     #[test]

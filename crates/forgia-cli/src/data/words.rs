@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::{for_each_gz_line, locate, DataError};
+use super::{existing, for_each_gz_line, DataError};
 
 /// The file name inside the data folder.
 pub(crate) const FILE_NAME: &str = "english-words.txt.gz";
@@ -43,6 +43,18 @@ impl Vocab {
         chars.push(BOUNDARY);
         chars.extend(letters);
         Self { chars }
+    }
+
+    /// The vocabulary of `chars` as [`Vocab::chars`] lists them: the boundary first, then
+    /// sorted distinct characters. `None` if `chars` is not of that form.
+    pub(crate) fn from_chars(chars: Vec<char>) -> Option<Self> {
+        let ordered = chars.first() == Some(&BOUNDARY) && chars[1..].windows(2).all(|w| w[0] < w[1]);
+        (ordered && !chars[1..].contains(&BOUNDARY)).then_some(Self { chars })
+    }
+
+    /// Every token's character, by index: the boundary, then the sorted letters.
+    pub(crate) fn chars(&self) -> &[char] {
+        &self.chars
     }
 
     /// The number of tokens, the boundary included.
@@ -93,9 +105,10 @@ pub(crate) struct Words {
     pub(crate) vocab: Vocab,
 }
 
-/// Loads `english-words.txt.gz` from the data folder (see [`locate`]).
-pub(crate) fn load() -> Result<Words, DataError> {
-    load_from(&locate(FILE_NAME))
+/// Loads `english-words.txt.gz` from the data folder (see [`super::locate`]): `dir` is
+/// `--data-dir`. A missing file is [`DataError::Missing`].
+pub(crate) fn load(dir: Option<&Path>) -> Result<Words, DataError> {
+    load_from(&existing(dir, FILE_NAME, "word list")?)
 }
 
 /// Loads, filters and splits the gzip word list at `path`.
@@ -148,7 +161,7 @@ mod tests {
 
     #[test]
     fn the_shipped_list_keeps_63753_lowercase_words() {
-        let words = load().unwrap_or_else(|err| panic!("{err}"));
+        let words = load(None).unwrap_or_else(|err| panic!("{err}"));
         assert_eq!(words.train.len() + words.validation.len(), 63_753);
         assert_eq!(words.validation.len(), 6_375);
         assert_eq!(words.train.len(), 57_378);
@@ -207,6 +220,9 @@ mod tests {
         assert_eq!(vocab.char_of(1), Some('a'));
         assert_eq!(vocab.char_of(3), None);
         assert_eq!(vocab.encode(""), Some(vec![0, 0]));
+        assert_eq!(Vocab::from_chars(vocab.chars().to_vec()), Some(vocab));
+        assert_eq!(Vocab::from_chars(vec!['.', 'b', 'a']), None, "letters must be sorted");
+        assert_eq!(Vocab::from_chars(vec!['a']), None, "the boundary comes first");
     }
 
     #[test]

@@ -1,7 +1,5 @@
-//! The [`Job`] trait every training task implements, and saving / resuming a run (model,
-//! optimizer state and the number of finished epochs in one safetensors file).
-
-use std::path::Path;
+//! The [`Job`] trait every training task implements, and the sample order helpers the jobs
+//! share.
 
 use forgia::nn::Module;
 use forgia::optim::{Adam, AdamConfig, Optimizer};
@@ -35,6 +33,14 @@ impl Metric {
         }
     }
 
+    /// The metric's axis label on plots, with its unit.
+    pub(crate) fn axis_label(self) -> &'static str {
+        match self {
+            Metric::TestAccuracy => "test accuracy (%)",
+            Metric::ValidationLoss => "validation loss (nats per character)",
+        }
+    }
+
     /// A value formatted for people.
     pub(crate) fn format(self, value: f64) -> String {
         match self {
@@ -64,6 +70,8 @@ pub(crate) trait Job {
     fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
         Ok(Box::new(Adam::new(AdamConfig { lr: settings.lr, ..AdamConfig::adam() })?))
     }
+    /// The model and optimizer in a few words, for the plot's title (`CNN, Adam`).
+    fn headline(&self) -> &'static str;
     /// One line describing the model and the data.
     fn describe(&self, settings: &Settings) -> String;
     /// What `evaluate` measures.
@@ -79,56 +87,15 @@ pub(crate) trait Job {
     fn clip_norm(&self) -> Option<f32> {
         None
     }
+    /// What a saved run must carry, beyond the weights, to rebuild this model without the
+    /// training data (the words task: its vocabulary and sizes), as named constant tensors.
+    fn saved_entries(&self) -> Result<Vec<(&'static str, Tensor)>, TrainError> {
+        Ok(Vec::new())
+    }
     /// Runs after training (the words task prints samples).
     fn finish(&self) -> Result<(), TrainError> {
         Ok(())
     }
-}
-
-/// The name of the epoch counter in a saved run.
-const EPOCH_KEY: &str = "train.epoch";
-
-/// A model plus the epoch counter, visited as one module so that the library's checkpoint
-/// functions store and validate the counter with everything else.
-struct WithEpoch<'a> {
-    model: &'a mut dyn Module,
-    epoch: Tensor,
-}
-
-impl Module for WithEpoch<'_> {
-    fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor)) {
-        self.model.visit_params(f);
-        f(EPOCH_KEY, &self.epoch);
-    }
-
-    fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        self.model.visit_params_mut(f);
-        f(EPOCH_KEY, &mut self.epoch);
-    }
-}
-
-/// Saves model, optimizer and the finished epoch count to `path` (atomically).
-pub(crate) fn save(
-    model: &mut dyn Module,
-    optimizer: &dyn Optimizer,
-    epoch: u64,
-    path: &Path,
-) -> Result<(), TrainError> {
-    let state = WithEpoch { model, epoch: Tensor::scalar(epoch as f32) };
-    forgia::io::save_checkpoint(path, &state, optimizer)?;
-    Ok(())
-}
-
-/// Loads a run saved by [`save`]; returns the number of finished epochs. On an error the
-/// model and the optimizer are unchanged.
-pub(crate) fn load(model: &mut dyn Module, optimizer: &mut dyn Optimizer, path: &Path) -> Result<u64, TrainError> {
-    let mut state = WithEpoch { model, epoch: Tensor::scalar(0.0) };
-    forgia::io::load_checkpoint(&mut state, optimizer, path)?;
-    let epoch = state.epoch.item()?;
-    if !(epoch >= 0.0 && epoch.fract() == 0.0) {
-        return Err(TrainError::Invalid(format!("{}: bad epoch counter {epoch}", path.display())));
-    }
-    Ok(epoch as u64)
 }
 
 /// The training samples in use: all of `0..n`, or the first `limit` of a fixed shuffled

@@ -8,8 +8,10 @@ use forgia::loss::{cross_entropy, CrossEntropyOptions};
 use forgia::nn::{visit_child, visit_child_mut, Conv2d, Dropout, Linear, Module};
 use forgia::{Conv2dOptions, Indices, Rng, Tensor};
 
+use super::saved::SavedRun;
 use super::{Job, Metric, Settings, StepOut, TrainError};
 use crate::data::mnist::{self, MnistSplit, CLASSES, IMAGE_SIDE, PIXELS};
+use forgia::optim::{Adam, AdamConfig};
 
 /// Epochs, batch size and learning rate when no flag says otherwise.
 pub(super) const DEFAULTS: (u64, usize, f32) = (10, 64, 1e-3);
@@ -19,7 +21,7 @@ const EVAL_BATCH: usize = 500;
 const MAX_SHIFT: i64 = 2;
 
 /// The CNN. Parameters `conv1.*`, `conv2.*`, `fc1.*`, `fc2.*`.
-pub(super) struct Cnn {
+pub(crate) struct Cnn {
     conv1: Conv2d,
     conv2: Conv2d,
     fc1: Linear,
@@ -107,7 +109,7 @@ pub(super) struct MnistJob {
 
 impl MnistJob {
     pub(super) fn new(settings: &Settings) -> Result<MnistJob, TrainError> {
-        let data = mnist::load()?;
+        let data = mnist::load(settings.data_dir.as_deref())?;
         let train = super::job::subset(data.train_labels.len(), settings.limit);
         let model = Cnn::new(settings.seed, settings.checkpoint)?;
         Ok(MnistJob { data, train, model, settings: settings.clone() })
@@ -155,6 +157,36 @@ fn shifted(image: &[f32], dy: i64, dx: i64) -> Vec<f32> {
     out
 }
 
+/// The model's digit for each image of `images` (back to back, [`PIXELS`] grey levels in
+/// `[0, 1]` each), in evaluation batches. Run it in evaluation mode, under `no_grad`.
+pub(crate) fn predict(model: &Cnn, images: &[f32]) -> forgia::Result<Vec<usize>> {
+    let n = images.len() / PIXELS;
+    let mut predicted = Vec::with_capacity(n);
+    for start in (0..n).step_by(EVAL_BATCH) {
+        let end = (start + EVAL_BATCH).min(n);
+        let pixels = images[start * PIXELS..end * PIXELS].to_vec();
+        let x = Tensor::from_vec(normalized(pixels), &[end - start, 1, IMAGE_SIDE, IMAGE_SIDE])?;
+        predicted.extend(model.forward(&x, 0)?.argmax(1)?);
+    }
+    Ok(predicted)
+}
+
+/// Rebuilds the CNN of an mnist run saved at `saved`, in evaluation mode; `user` names what
+/// needs it, for the message when the file is another job's.
+///
+/// # Errors
+/// [`TrainError::Invalid`] for another job's file; the library's checkpoint error when the
+/// weights do not fit.
+pub(crate) fn model_from_saved(saved: &SavedRun, user: &str) -> Result<Cnn, TrainError> {
+    saved.expect(super::Task::Mnist, user)?;
+    let mut model = Cnn::new(0, false)?;
+    // The optimizer only receives the saved state; the mnist job trains with Adam.
+    let mut optimizer = Adam::new(AdamConfig::adam())?;
+    saved.load_into(&mut model, &mut optimizer)?;
+    model.set_training(false);
+    Ok(model)
+}
+
 /// How many rows of `logits [B, C]` have their maximum at the label.
 pub(super) fn count_correct(logits: &Tensor, labels: &[usize]) -> forgia::Result<usize> {
     let predicted = logits.argmax(1)?;
@@ -168,6 +200,10 @@ impl Job for MnistJob {
 
     fn model_mut(&mut self) -> &mut dyn Module {
         &mut self.model
+    }
+
+    fn headline(&self) -> &'static str {
+        "CNN, Adam"
     }
 
     fn describe(&self, s: &Settings) -> String {
@@ -201,16 +237,10 @@ impl Job for MnistJob {
     }
 
     fn evaluate(&self) -> Result<f64, TrainError> {
-        let n = self.data.test_labels.len();
-        let mut correct = 0;
-        for start in (0..n).step_by(EVAL_BATCH) {
-            let end = (start + EVAL_BATCH).min(n);
-            let pixels = self.data.test_images[start * PIXELS..end * PIXELS].to_vec();
-            let x = Tensor::from_vec(normalized(pixels), &[end - start, 1, IMAGE_SIDE, IMAGE_SIDE])?;
-            let logits = self.model.forward(&x, 0)?;
-            correct += count_correct(&logits, &self.data.test_labels[start..end])?;
-        }
-        Ok(100.0 * correct as f64 / n as f64)
+        let labels = &self.data.test_labels;
+        let predicted = predict(&self.model, &self.data.test_images)?;
+        let correct = predicted.iter().zip(labels).filter(|(p, l)| p == l).count();
+        Ok(100.0 * correct as f64 / labels.len() as f64)
     }
 }
 

@@ -4,10 +4,11 @@
 
 pub(crate) mod charlm;
 mod job;
-mod mnist;
+pub(crate) mod mnist;
 mod report;
+pub(crate) mod saved;
 mod spirals;
-mod words;
+pub(crate) mod words;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -33,12 +34,27 @@ pub(crate) enum Task {
 }
 
 impl Task {
-    fn name(self) -> &'static str {
+    /// The job's name on the command line.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Task::Mnist => "mnist",
             Task::Words => "words",
             Task::Spirals => "spirals",
         }
+    }
+
+    /// The job's number in a saved run (`train.job`).
+    pub(crate) fn code(self) -> f32 {
+        match self {
+            Task::Mnist => 1.0,
+            Task::Words => 2.0,
+            Task::Spirals => 3.0,
+        }
+    }
+
+    /// The job of a saved run's number, if it is one.
+    pub(crate) fn from_code(code: f32) -> Option<Task> {
+        [Task::Mnist, Task::Words, Task::Spirals].into_iter().find(|t| t.code() == code)
     }
 }
 
@@ -78,12 +94,21 @@ pub(crate) struct TrainArgs {
     /// Train on only the first N training samples (of a fixed shuffled order).
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub(crate) limit: Option<u64>,
+    /// Folder holding the data files [default: $FORGIA_DATA_DIR, else ./data or the
+    /// repository's data/].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Print only the final metric line (and errors): no progress bar, epoch lines, tables or
+    /// sampled words. The log and plot are still written.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
     /// MNIST: random shifts of up to ±2 pixels of each training image.
     #[arg(long)]
     pub(crate) augment: bool,
 }
 
-fn at_least_one(s: &str) -> Result<u64, String> {
+/// Parses a whole number of at least 1 (a clap value parser).
+pub(crate) fn at_least_one(s: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(v) => Ok(v),
@@ -91,7 +116,8 @@ fn at_least_one(s: &str) -> Result<u64, String> {
     }
 }
 
-fn positive_f32(s: &str) -> Result<f32, String> {
+/// Parses a positive finite number (a clap value parser).
+pub(crate) fn positive_f32(s: &str) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         Ok(v) => Err(format!("{v} is not a positive finite number")),
@@ -116,6 +142,16 @@ pub(crate) enum TrainError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A file the command needs does not exist.
+    #[error("{what} not found at {} ({hint})", .path.display())]
+    MissingFile {
+        /// What the file is, e.g. `model file`.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+        /// How to point the command at it.
+        hint: String,
+    },
     /// A flag combination that cannot work.
     #[error("{0}")]
     Invalid(String),
@@ -139,6 +175,7 @@ pub(crate) struct Settings {
     pub(crate) checkpoint: bool,
     pub(crate) limit: Option<usize>,
     pub(crate) augment: bool,
+    pub(crate) data_dir: Option<PathBuf>,
 }
 
 /// Runs `forgia train`.
@@ -167,6 +204,7 @@ pub(crate) fn run(args: &TrainArgs) -> Result<(), TrainError> {
         checkpoint: args.checkpoint,
         limit: args.limit.map(|n| n as usize),
         augment: args.augment,
+        data_dir: args.data_dir.clone(),
     };
     let mut job: Box<dyn Job> = match args.task {
         Task::Mnist => Box::new(mnist::MnistJob::new(&settings)?),
@@ -176,13 +214,20 @@ pub(crate) fn run(args: &TrainArgs) -> Result<(), TrainError> {
     let mut optimizer = job.optimizer(&settings)?;
     let mut start_epoch = 0;
     if let Some(path) = &args.resume {
-        start_epoch = job::load(job.model_mut(), optimizer.as_mut(), path)?;
-        println!("resumed from {} after epoch {start_epoch}", path.display());
+        let entries = job.saved_entries()?;
+        start_epoch = saved::resume(job.model_mut(), optimizer.as_mut(), args.task, entries, path)?;
+        if !args.quiet {
+            println!("resumed from {} after epoch {start_epoch}", path.display());
+        }
     }
-    println!("{}", job.describe(&settings));
+    if !args.quiet {
+        println!("{}", job.describe(&settings));
+    }
     let rows = train_epochs(job.as_mut(), optimizer.as_mut(), &settings, start_epoch, args, &out)?;
-    report::print_summary(job.metric(), &rows);
-    job.finish()?;
+    report::print_summary(job.metric(), &rows, args.quiet);
+    if !args.quiet {
+        job.finish()?;
+    }
     Ok(())
 }
 
@@ -195,28 +240,33 @@ fn train_epochs(
     args: &TrainArgs,
     out: &Path,
 ) -> Result<Vec<EpochRow>, TrainError> {
-    let mut log = Log::new(out, job.metric());
+    let mut log = Log::new(out, plot_title(args.task, job.headline(), settings), job.metric());
     let mut rows = Vec::new();
     let started = Instant::now();
     for epoch in start_epoch..settings.epochs {
         let epoch_start = Instant::now();
         job.model_mut().set_training(true);
-        let train_loss = train_one_epoch(job, optimizer, epoch, settings.epochs, &mut log)?;
+        let train_loss = train_one_epoch(job, optimizer, (epoch, settings.epochs), args.quiet, &mut log)?;
         job.model_mut().set_training(false);
         let metric = {
             let _guard = forgia::no_grad();
             job.evaluate()?
         };
         let row = EpochRow { epoch: epoch + 1, train_loss, metric, seconds: epoch_start.elapsed().as_secs_f64() };
-        println!("{}", row.line(job.metric()));
+        if !args.quiet {
+            println!("{}", row.line(job.metric()));
+        }
         log.epoch(optimizer.steps_taken(), &row);
         rows.push(row);
         log.write()?;
         if let Some(path) = &args.save {
-            job::save(job.model_mut(), optimizer, epoch + 1, path)?;
+            let entries = job.saved_entries()?;
+            saved::save(job.model_mut(), optimizer, args.task, entries, epoch + 1, path)?;
         }
     }
-    if rows.is_empty() {
+    if args.quiet {
+        log.write()?;
+    } else if rows.is_empty() {
         println!("nothing to train: already at epoch {start_epoch} of {}", settings.epochs);
     } else {
         log.write()?;
@@ -231,16 +281,33 @@ fn train_epochs(
     Ok(rows)
 }
 
-/// One epoch of steps; returns the mean training loss over its samples.
+/// The plot's title: the job, its model and optimizer, and the settings of the run.
+fn plot_title(task: Task, headline: &str, s: &Settings) -> String {
+    let epochs = if s.epochs == 1 { "1 epoch".to_string() } else { format!("{} epochs", s.epochs) };
+    let mut title =
+        format!("{}: {headline}, lr {}, batch {}, {epochs}, seed {}", task.name(), s.lr, s.batch_size, s.seed);
+    if let Some(limit) = s.limit {
+        title += &format!(", first {limit} samples");
+    }
+    if s.augment {
+        title += ", shifted";
+    }
+    if s.checkpoint {
+        title += ", checkpointed";
+    }
+    title
+}
+
+/// One epoch of steps (`epoch` of `epochs`, 0-based); returns the mean training loss over its samples.
 fn train_one_epoch(
     job: &mut dyn Job,
     optimizer: &mut dyn Optimizer,
-    epoch: u64,
-    epochs: u64,
+    (epoch, epochs): (u64, u64),
+    quiet: bool,
     log: &mut Log,
 ) -> Result<f64, TrainError> {
     let plan = job.plan(epoch);
-    let mut progress = Progress::new(epoch + 1, epochs, plan.len());
+    let mut progress = Progress::new(epoch + 1, epochs, plan.len(), quiet);
     let (mut loss_sum, mut samples, mut correct) = (0.0f64, 0usize, 0usize);
     for batch in &plan {
         let step = optimizer.steps_taken();

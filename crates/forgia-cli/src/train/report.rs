@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use plotters::prelude::*;
 
 use super::{Metric, TrainError};
+use crate::plot::curves::{self, EpochPoint, RunCurves};
 
 fn write_error(path: &Path, source: std::io::Error) -> TrainError {
     TrainError::Write { path: path.to_path_buf(), source }
@@ -62,9 +62,14 @@ impl EpochRow {
     }
 }
 
-/// Prints the table of every epoch of this run and the final metric.
-pub(super) fn print_summary(metric: Metric, rows: &[EpochRow]) {
+/// Prints the table of every epoch of this run and the final metric; `quiet`: only the
+/// final metric line.
+pub(super) fn print_summary(metric: Metric, rows: &[EpochRow], quiet: bool) {
     let Some(last) = rows.last() else { return };
+    if quiet {
+        println!("final {}: {}", metric.label(), metric.format(last.metric));
+        return;
+    }
     let mut table = format!("\n{:>5}  {:>10}  {:>15}  {:>8}\n", "epoch", "train loss", metric.label(), "time (s)");
     for r in rows {
         let _ = writeln!(
@@ -80,31 +85,43 @@ pub(super) fn print_summary(metric: Metric, rows: &[EpochRow]) {
     println!("final {}: {}", metric.label(), metric.format(last.metric));
 }
 
-/// The live progress bar of one epoch: loss, accuracy and samples per second. Hidden when
-/// stderr is not a terminal.
+/// The live progress bar of one epoch: loss, accuracy, samples per second and the time left
+/// in the epoch and in the run. Hidden when stderr is not a terminal, and under `--quiet`.
 pub(super) struct Progress {
     bar: ProgressBar,
     start: Instant,
+    /// Epochs after this one.
+    later_epochs: u64,
 }
 
 impl Progress {
-    pub(super) fn new(epoch: u64, epochs: u64, steps: usize) -> Progress {
-        let bar = ProgressBar::new(steps as u64);
+    /// The bar of epoch `epoch` (1-based) of `epochs`, which has `steps` steps.
+    pub(super) fn new(epoch: u64, epochs: u64, steps: usize, quiet: bool) -> Progress {
+        let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(steps as u64) };
         let template = "{prefix} [{bar:30.cyan/blue}] {pos}/{len} {msg}";
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));
         }
         bar.set_prefix(format!("epoch {epoch}/{epochs}"));
-        Progress { bar, start: Instant::now() }
+        Progress { bar, start: Instant::now(), later_epochs: epochs.saturating_sub(epoch) }
     }
 
-    /// After each step: the running mean loss, the running accuracy (classifiers) and the
-    /// throughput so far.
+    /// After each step: the running mean loss, the running accuracy (classifiers), the
+    /// throughput so far and the time left at that pace (evaluation time not included).
     pub(super) fn update(&mut self, loss: f64, accuracy: Option<f64>, samples: usize) {
-        let rate = samples as f64 / self.start.elapsed().as_secs_f64().max(1e-9);
-        let accuracy = accuracy.map(|a| format!(" acc {a:.1}%")).unwrap_or_default();
-        self.bar.set_message(format!("loss {loss:.4}{accuracy} {rate:.0} samples/s"));
         self.bar.inc(1);
+        let elapsed = self.start.elapsed().as_secs_f64().max(1e-9);
+        let rate = samples as f64 / elapsed;
+        let steps = self.bar.length().unwrap_or(1).max(1) as f64;
+        let per_step = elapsed / self.bar.position().max(1) as f64;
+        let epoch_left = (steps - self.bar.position() as f64).max(0.0) * per_step;
+        let run_left = epoch_left + self.later_epochs as f64 * steps * per_step;
+        let accuracy = accuracy.map(|a| format!(" acc {a:.1}%")).unwrap_or_default();
+        self.bar.set_message(format!(
+            "loss {loss:.4}{accuracy} {rate:.0} samples/s, epoch {} left, run {} left",
+            clock(epoch_left),
+            clock(run_left)
+        ));
     }
 
     pub(super) fn finish(self) {
@@ -112,9 +129,21 @@ impl Progress {
     }
 }
 
+/// A duration for people: `0:07`, `12:30`, `1:02:03`.
+pub(super) fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
 /// The loss curve and epoch metrics of a run, written to `loss.csv` and `loss.png`.
 pub(super) struct Log {
     dir: PathBuf,
+    title: String,
     metric: Metric,
     steps: Vec<(u64, f32)>,
     epochs: Vec<(u64, EpochRow)>,
@@ -122,8 +151,9 @@ pub(super) struct Log {
 }
 
 impl Log {
-    pub(super) fn new(dir: &Path, metric: Metric) -> Log {
-        Log { dir: dir.to_path_buf(), metric, steps: Vec::new(), epochs: Vec::new(), rows: String::new() }
+    /// A log writing into `dir`; `title` heads the plot (the job and its settings).
+    pub(super) fn new(dir: &Path, title: String, metric: Metric) -> Log {
+        Log { dir: dir.to_path_buf(), title, metric, steps: Vec::new(), epochs: Vec::new(), rows: String::new() }
     }
 
     pub(super) fn csv_path(&self) -> PathBuf {
@@ -163,48 +193,32 @@ impl Log {
         std::fs::rename(&tmp, &csv).map_err(|e| write_error(&csv, e))?;
         let png = self.png_path();
         let tmp = self.dir.join(".loss.tmp.png");
-        plot(&tmp, &self.steps, &self.epochs).map_err(|e| write_error(&png, std::io::Error::other(e)))?;
+        let epochs: Vec<EpochPoint> = self
+            .epochs
+            .iter()
+            .map(|(step, r)| EpochPoint { step: *step, epoch: r.epoch, train_loss: r.train_loss, metric: r.metric })
+            .collect();
+        let run = RunCurves {
+            title: &self.title,
+            steps: &self.steps,
+            epochs: &epochs,
+            metric_label: self.metric.axis_label(),
+            percent: self.metric == Metric::TestAccuracy,
+        };
+        curves::write(&tmp, &run).map_err(|e| write_error(&png, std::io::Error::other(e)))?;
         std::fs::rename(&tmp, &png).map_err(|e| write_error(&png, e))
     }
 }
 
-const WIDTH: u32 = 800;
-const HEIGHT: u32 = 480;
-const MARGIN: i32 = 30;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Draws the loss curve without any text (no font needed): axes, light horizontal grid lines
-/// at quarters of the maximum loss, grey verticals at epoch ends, the per-step loss in light
-/// blue and the per-epoch mean training loss in dark blue. The y axis starts at 0.
-fn plot(path: &Path, steps: &[(u64, f32)], epochs: &[(u64, EpochRow)]) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| e.to_string();
-    let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let (w, h) = (WIDTH as i32 - 2 * MARGIN, HEIGHT as i32 - 2 * MARGIN);
-    let first = steps.first().map_or(0, |s| s.0) as f64;
-    let last = steps.last().map_or(1, |s| s.0).max(first as u64 + 1) as f64;
-    let top = steps.iter().map(|s| s.1 as f64).filter(|v| v.is_finite()).fold(1e-6, f64::max);
-    let x = |step: f64| MARGIN + ((step - first) / (last - first) * w as f64).round() as i32;
-    let y = |loss: f64| MARGIN + h - ((loss / top).clamp(0.0, 1.0) * h as f64).round() as i32;
-    let grey = RGBColor(225, 225, 225);
-    for q in 1..=4 {
-        let yq = y(top * q as f64 / 4.0);
-        root.draw(&PathElement::new(vec![(MARGIN, yq), (MARGIN + w, yq)], grey)).map_err(|e| err(&e))?;
+    #[test]
+    fn durations_read_as_clock_times() {
+        assert_eq!(clock(7.4), "0:07");
+        assert_eq!(clock(750.0), "12:30");
+        assert_eq!(clock(3723.0), "1:02:03");
+        assert_eq!(clock(-1.0), "0:00");
     }
-    for (at, _) in epochs {
-        let xe = x(*at as f64);
-        root.draw(&PathElement::new(vec![(xe, MARGIN), (xe, MARGIN + h)], RGBColor(200, 200, 200)))
-            .map_err(|e| err(&e))?;
-    }
-    let axes = vec![(MARGIN, MARGIN), (MARGIN, MARGIN + h), (MARGIN + w, MARGIN + h)];
-    root.draw(&PathElement::new(axes, BLACK.stroke_width(2))).map_err(|e| err(&e))?;
-    let curve: Vec<(i32, i32)> = steps.iter().map(|&(s, l)| (x(s as f64), y(l as f64))).collect();
-    root.draw(&PathElement::new(curve, RGBColor(150, 190, 235))).map_err(|e| err(&e))?;
-    let means: Vec<(i32, i32)> = epochs.iter().map(|(at, r)| (x(*at as f64), y(r.train_loss))).collect();
-    if means.len() > 1 {
-        root.draw(&PathElement::new(means.clone(), RGBColor(20, 60, 160).stroke_width(3))).map_err(|e| err(&e))?;
-    }
-    for p in means {
-        root.draw(&Circle::new(p, 4, RGBColor(20, 60, 160).filled())).map_err(|e| err(&e))?;
-    }
-    root.present().map_err(|e| err(&e))
 }

@@ -76,6 +76,10 @@ impl Job for SpiralsJob {
         &mut self.model
     }
 
+    fn headline(&self) -> &'static str {
+        "MLP 2-64-64-2, Adam"
+    }
+
     fn describe(&self, s: &Settings) -> String {
         format!(
             "spirals: MLP 2-64-64-2 (tanh) with {} parameters; {} training / {} test points; Adam lr {}, batch {}, {} epochs",

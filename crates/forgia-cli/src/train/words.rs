@@ -7,8 +7,9 @@ use forgia::nn::Module;
 use forgia::optim::{AdamConfig, AdamW, Optimizer};
 use forgia::{Indices, Rng, Tensor};
 
-use super::charlm::{CharTransformer, Config};
+use super::charlm::{CharTransformer, Config, Sampling};
 use super::job::{shuffled_batches, subset};
+use super::saved::SavedRun;
 use super::{Job, Metric, Settings, StepOut, TrainError};
 use crate::data::words::{self, Vocab, Words, BOUNDARY_INDEX, MAX_LEN};
 
@@ -26,8 +27,12 @@ const CONTEXT: usize = MAX_LEN + 1;
 const IGNORE: i64 = -100;
 /// Words sampled at the end.
 const SAMPLES: usize = 10;
-/// Sampling temperature.
-const TEMPERATURE: f32 = 0.8;
+/// How the words at the end of training are drawn.
+const SAMPLING: Sampling = Sampling { temperature: 0.8, top_k: None };
+/// The saved run's vocabulary: the characters as code points, the boundary first.
+const VOCAB_KEY: &str = "train.vocab";
+/// The saved run's sizes: vocabulary, context, width, heads, blocks.
+const CONFIG_KEY: &str = "train.config";
 /// Validation words per evaluation batch.
 const EVAL_BATCH: usize = 512;
 
@@ -37,6 +42,36 @@ pub(super) struct WordsJob {
     train: Vec<usize>,
     model: CharTransformer,
     settings: Settings,
+}
+
+/// Rebuilds the model and vocabulary of a words run saved at `saved` (no word list needed).
+///
+/// # Errors
+/// [`TrainError::Invalid`] when the file is another job's or its entries are malformed; the
+/// library's checkpoint error when the weights do not fit.
+pub(crate) fn model_from_saved(saved: &SavedRun, user: &str) -> Result<(CharTransformer, Vocab), TrainError> {
+    saved.expect(super::Task::Words, user)?;
+    let bad = |what: &str| TrainError::Invalid(format!("{}: bad {what}", saved.path().display()));
+    let as_whole = |v: f32| (v >= 0.0 && v.fract() == 0.0).then_some(v as usize);
+    let chars: Option<Vec<char>> = saved
+        .entry(VOCAB_KEY)?
+        .to_vec()
+        .into_iter()
+        .map(|v| as_whole(v).and_then(|v| char::from_u32(v as u32)))
+        .collect();
+    let vocab = chars.and_then(Vocab::from_chars).ok_or_else(|| bad(VOCAB_KEY))?;
+    let sizes: Option<Vec<usize>> = saved.entry(CONFIG_KEY)?.to_vec().into_iter().map(as_whole).collect();
+    let config = match sizes.as_deref() {
+        Some(&[vocab_len, context, d_model, heads, layers]) if vocab_len == vocab.len() && heads > 0 => {
+            Config { vocab: vocab_len, context, d_model, heads, layers }
+        }
+        _ => return Err(bad(CONFIG_KEY)),
+    };
+    let mut model = CharTransformer::new(config, 0, false)?;
+    // The optimizer only receives the saved state; the words job trains with AdamW.
+    let mut optimizer = AdamW::new(AdamConfig::adamw())?;
+    saved.load_into(&mut model, &mut optimizer)?;
+    Ok((model, vocab))
 }
 
 /// Inputs `[B, CONTEXT]` (boundary-padded) and targets `[B·CONTEXT]` (padding ignored).
@@ -56,7 +91,7 @@ fn encode_batch(vocab: &Vocab, words: &[&str]) -> forgia::Result<(Indices, Indic
 
 impl WordsJob {
     pub(super) fn new(settings: &Settings) -> Result<WordsJob, TrainError> {
-        let words = words::load()?;
+        let words = words::load(settings.data_dir.as_deref())?;
         let train = subset(words.train.len(), settings.limit);
         let config = Config { vocab: words.vocab.len(), context: CONTEXT, d_model: 64, heads: 4, layers: LAYERS };
         let model = CharTransformer::new(config, settings.seed, settings.checkpoint)?;
@@ -76,29 +111,6 @@ impl WordsJob {
         let options = CrossEntropyOptions { ignore_index: IGNORE, reduction, ..CrossEntropyOptions::default() };
         cross_entropy(&flat, &targets, options)
     }
-
-    /// Samples one word: from the boundary, draw each next character from
-    /// `softmax(logits / TEMPERATURE)` until the boundary or `MAX_LEN` letters.
-    fn sample(&self, rng: &mut Rng) -> forgia::Result<String> {
-        let mut tokens = vec![BOUNDARY_INDEX];
-        while tokens.len() <= MAX_LEN {
-            let ids = Indices::new(tokens.iter().map(|&t| t as i64).collect(), &[1, tokens.len()])?;
-            let logits = self.model.forward(&ids)?;
-            let last = logits.narrow(1, tokens.len() - 1, 1)?.scale(1.0 / TEMPERATURE).softmax(-1)?.to_vec();
-            let u = rng.uniform();
-            let mut acc = 0.0;
-            let next = last.iter().position(|&p| {
-                acc += p;
-                acc > u
-            });
-            let next = next.unwrap_or(last.len() - 1);
-            if next == BOUNDARY_INDEX {
-                break;
-            }
-            tokens.push(next);
-        }
-        Ok(self.words.vocab.decode(&tokens).unwrap_or_default())
-    }
 }
 
 impl Job for WordsJob {
@@ -112,6 +124,10 @@ impl Job for WordsJob {
 
     fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
         Ok(Box::new(AdamW::new(AdamConfig { lr: settings.lr, ..AdamConfig::adamw() })?))
+    }
+
+    fn headline(&self) -> &'static str {
+        "char transformer, AdamW"
     }
 
     fn describe(&self, s: &Settings) -> String {
@@ -164,6 +180,15 @@ impl Job for WordsJob {
         Ok(total / count as f64)
     }
 
+    fn saved_entries(&self) -> Result<Vec<(&'static str, Tensor)>, TrainError> {
+        let vocab: Vec<f32> = self.words.vocab.chars().iter().map(|&c| c as u32 as f32).collect();
+        let c = self.model.config();
+        let config = vec![c.vocab, c.context, c.d_model, c.heads, c.layers];
+        let config: Vec<f32> = config.into_iter().map(|v| v as f32).collect();
+        let n = vocab.len();
+        Ok(vec![(VOCAB_KEY, Tensor::from_vec(vocab, &[n])?), (CONFIG_KEY, Tensor::from_vec(config, &[5])?)])
+    }
+
     fn clip_norm(&self) -> Option<f32> {
         Some(1.0)
     }
@@ -171,9 +196,10 @@ impl Job for WordsJob {
     fn finish(&self) -> Result<(), TrainError> {
         let _guard = forgia::no_grad();
         let mut rng = Rng::new(self.settings.seed ^ 0x5A3B1E);
-        println!("\nsampled words (temperature {TEMPERATURE}):");
+        println!("\nsampled words (temperature {}):", SAMPLING.temperature);
         for _ in 0..SAMPLES {
-            let word = self.sample(&mut rng)?;
+            let tokens = self.model.sample(BOUNDARY_INDEX, SAMPLING, &mut rng)?;
+            let word = self.words.vocab.decode(&tokens).unwrap_or_default();
             let known = self.words.train.contains(&word) || self.words.validation.contains(&word);
             println!("  {word}{}", if known { "" } else { "  (new)" });
         }
