@@ -39,7 +39,7 @@ pub use ops::norm::RunningStats;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
-    set_buffer_cache_limit, Axes, Axis, Rng, Shape, Tensor,
+    set_buffer_cache_limit, Axes, Axis, Rng, Shape, Tensor, MAX_WORK,
 };
 
 /// The examples of the repository's `README.md`, compiled and run as doctests.

@@ -2,23 +2,29 @@
 
 use rayon::prelude::*;
 
+use crate::error::Result;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 use crate::tensor::layout::{for_each_offset, offset_of};
-use crate::tensor::Layout;
+use crate::tensor::{Layout, Size};
 
-/// The elements of `layout` over `src`, packed row-major.
-pub(crate) fn gather(src: &[f32], layout: &Layout) -> Vec<f32> {
+/// The elements of `layout` over `src`, packed row-major, for op `op`.
+///
+/// # Errors
+/// `WorkLimitExceeded` when a (broadcast) layout has more than [`crate::MAX_WORK`] elements,
+/// `OutOfMemory` when the buffer cannot be allocated.
+pub(crate) fn gather(op: &'static str, src: &[f32], layout: &Layout) -> Result<Vec<f32>> {
     let n = layout.numel();
     if let Some(r) = layout.contiguous_range() {
-        let mut out = crate::tensor::buffer(n);
+        let mut out = crate::tensor::buffer(op, n)?;
         out.copy_from_slice(&src[r]);
-        return out;
+        return Ok(out);
     }
+    Size::work(op, &layout.shape, &[n])?;
     let rank = layout.rank();
     if n >= PARALLEL_ELEMENTS && rank > 0 {
         let inner = layout.shape[rank - 1];
         let stride = layout.strides[rank - 1];
-        let mut out = crate::tensor::buffer(n);
+        let mut out = crate::tensor::buffer(op, n)?;
         let rows_per_chunk = (CHUNK_ELEMENTS / inner.max(1)).max(1);
         parallel::install(|| {
             out.par_chunks_mut(rows_per_chunk * inner).enumerate().for_each(|(c, chunk)| {
@@ -31,15 +37,15 @@ pub(crate) fn gather(src: &[f32], layout: &Layout) -> Vec<f32> {
                 }
             })
         });
-        return out;
+        return Ok(out);
     }
-    let mut out = crate::tensor::buffer(n);
+    let mut out = crate::tensor::buffer(op, n)?;
     let mut i = 0;
     for_each_offset(layout, |o| {
         out[i] = src[o];
         i += 1;
     });
-    out
+    Ok(out)
 }
 
 /// Adds the packed `values` into `dst` at the positions of `layout` (positions may repeat on

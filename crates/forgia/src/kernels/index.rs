@@ -3,16 +3,16 @@
 //! bounds; the slice indexing still bounds-checks as a last line of defence.
 
 /// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]`.
-pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Vec<f32> {
+pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Result<Vec<f32>> {
     let n = idx.len();
-    let mut out = crate::tensor::buffer(outer * n * inner);
+    let mut out = crate::tensor::buffer("index_select", outer * n * inner)?;
     for o in 0..outer {
         for (j, &k) in idx.iter().enumerate() {
             let src = &x[(o * d + k) * inner..(o * d + k + 1) * inner];
             out[(o * n + j) * inner..(o * n + j + 1) * inner].copy_from_slice(src);
         }
     }
-    out
+    Ok(out)
 }
 
 /// `dst[o, idx[j], i] += src[o, j, i]` for `dst` packed as `[outer, d, inner]`.
@@ -54,10 +54,16 @@ fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: im
 
 /// `out[p] = x[p with axis replaced by idx[p]]` (torch.gather) for packed `x` of `x_shape`
 /// and an index of `idx_shape`.
-pub(crate) fn gather(x: &[f32], x_shape: &[usize], axis: usize, idx: &[usize], idx_shape: &[usize]) -> Vec<f32> {
-    let mut out = crate::tensor::buffer(idx.len());
+pub(crate) fn gather(
+    x: &[f32],
+    x_shape: &[usize],
+    axis: usize,
+    idx: &[usize],
+    idx_shape: &[usize],
+) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("gather", idx.len())?;
     walk(idx_shape, x_shape, axis, idx, |p, off| out[p] = x[off]);
-    out
+    Ok(out)
 }
 
 /// `dst[p with axis replaced by idx[p]] += src[p]` (torch.scatter_add) for packed `dst` of
@@ -113,3 +119,4 @@ mod tests {
         assert_eq!(index_select(&x, 1, 2, 3, &[1, 1, 0]), vec![3.0, 4.0, 5.0, 3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
     }
 }
+use crate::error::Result;

@@ -193,7 +193,7 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
     if c == 0 {
         return fail(ErrorKind::EmptyTensor { op: "cross_entropy", shape: x.shape().to_vec() });
     }
-    let data = x.contiguous_data();
+    let data = x.contiguous_data()?;
     let d = data.packed();
     let lse = row_logsumexp(d, n, c);
     let rows: Vec<f32> = (0..n)
@@ -263,7 +263,7 @@ impl Backward for CrossEntropyBackward {
             // The smoothed target without materializing it: every element with the value off
             // the class, then the class recomputed.
             let (off, on) = self.target_values(c);
-            let mut out = crate::tensor::buffer(n * c);
+            let mut out = crate::tensor::buffer("loss", n * c)?;
             crate::kernels::simd::vectorized(
                 #[inline(always)]
                 || {
@@ -305,7 +305,7 @@ impl Backward for NllBackward {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut hot = crate::tensor::zeroed(self.n * self.c);
+        let mut hot = crate::tensor::zeroed("loss", self.n * self.c)?;
         for (r, y) in self.targets.iter().enumerate() {
             if let Some(y) = y {
                 hot[r * self.c + y] = -1.0;

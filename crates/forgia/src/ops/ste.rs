@@ -9,8 +9,8 @@ use crate::tensor::Tensor;
 
 /// Per-row ternary quantization: `s = mean(|w_row|)`, `q = clamp(round(w / s), -1, 1)`,
 /// `w_q = s · q` (a zero row stays zero).
-fn ternary(w: &[f32], cols: usize) -> Vec<f32> {
-    let mut out = crate::tensor::zeroed(w.len());
+fn ternary(w: &[f32], cols: usize) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::zeroed("ste", w.len())?;
     for (o, row) in out.chunks_mut(cols.max(1)).zip(w.chunks(cols.max(1))) {
         let s = row.iter().map(|v| v.abs()).sum::<f32>() / cols as f32;
         if s > 0.0 {
@@ -19,7 +19,7 @@ fn ternary(w: &[f32], cols: usize) -> Vec<f32> {
             }
         }
     }
-    out
+    Ok(out)
 }
 
 impl Tensor {
@@ -46,7 +46,7 @@ impl Tensor {
         if self.shape()[self.rank() - 1] != w.shape()[1] {
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
         }
-        let wq = w.with_data(|d| Tensor::from_parts(ternary(d, w.shape()[1]), w.shape()));
+        let wq = w.try_with_data(OP, |d| Ok(Tensor::from_parts(ternary(d, w.shape()[1])?, w.shape())))?;
         let y = self.detach().matmul(&wq.transpose(0, 1)?)?;
         Ok(attach(y, &[self, w], || SteBackward { x: self.detach(), wq }))
     }
