@@ -301,9 +301,9 @@ mod tests {
         };
         let x: Vec<f32> = (0..g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
         let y: Vec<f32> = (0..g.c * 6 * g.ohw()).map(|i| (i % 5) as f32 - 2.0).collect();
-        let mut cols = crate::tensor::zeroed(y.len());
+        let mut cols = crate::tensor::zeroed("test", y.len()).unwrap();
         im2col(&g, &x, &mut cols);
-        let mut back = crate::tensor::zeroed(x.len());
+        let mut back = crate::tensor::zeroed("test", x.len()).unwrap();
         col2im(&g, &y, &mut back);
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();

@@ -105,7 +105,12 @@ impl Tensor {
             return fail(mismatch());
         }
         let batch =
-            broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2]).map_err(|_| mismatch())?;
+            broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2]).map_err(|e| {
+                match e.kind() {
+                    ErrorKind::ShapeMismatch { .. } => mismatch().into(),
+                    _ => e,
+                }
+            })?;
         let mut shape: Shape = batch.clone();
         shape.extend_from_slice(&[m, n]);
         Size::of("matmul", &shape)?;

@@ -97,7 +97,9 @@ impl Tensor {
         // Over the stored elements only, times their repeats: a broadcast view costs what its
         // storage holds, never its logical size.
         let (stored, repeats) = self.stored();
-        let total = stored.map_stored("sum_all", |d| k::sum(d, 1, d.len(), 1)).with_data(|s| s[0] * repeats as f32);
+        // Panics only when memory cannot hold a copy of the stored elements (a strided view).
+        let total = stored.try_with_data("sum_all", |d| Ok(k::sum(d, 1, d.len(), 1)?[0]));
+        let total = total.unwrap_or_else(|e| panic!("{e}")) * repeats as f32;
         attach(Tensor::scalar(total), &[self], || SumBackward {
             in_shape: self.shape().into(),
             kept: Shape::new(),
