@@ -2,6 +2,8 @@
 //! (`ops/index.rs` checks every one against its axis), so these loops cannot write out of
 //! bounds; the slice indexing still bounds-checks as a last line of defence.
 
+use crate::error::Result;
+
 /// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]`.
 pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Result<Vec<f32>> {
     let n = idx.len();
@@ -119,4 +121,3 @@ mod tests {
         assert_eq!(index_select(&x, 1, 2, 3, &[1, 1, 0]).unwrap(), vec![3.0, 4.0, 5.0, 3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
     }
 }
-use crate::error::Result;

@@ -234,6 +234,7 @@ pub(crate) struct RowGrads {
 impl Rows<'_> {
     /// `y = x̂ · w + b` per row, with the per-row mean (0 for RMS), rstd `1/√(var + eps)`
     /// and biased variance.
+    #[allow(clippy::type_complexity)] // (y, mean, rstd, var), as before it became fallible
     pub(crate) fn forward(&self, x: &[f32], eps: f32) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>)> {
         let d = self.d.max(1);
         let rows = x.len() / d;

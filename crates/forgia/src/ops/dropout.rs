@@ -30,7 +30,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let scale = scale(p);
-        let y = self.try_with_data("dropout", |d| Ok(k::apply(Some(d), d.len(), seed, p, scale)?))?;
+        let y = self.try_with_data("dropout", |d| k::apply(Some(d), d.len(), seed, p, scale))?;
         let out = Tensor::from_parts(y, self.shape());
         Ok(attach(out, &[self], || DropoutBackward { seed, p, shape: self.shape().into() }))
     }

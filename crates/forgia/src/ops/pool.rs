@@ -32,7 +32,7 @@ fn geometry(
         return invalid("stride", format!("must be at least 1, got {stride:?}"));
     }
     // Checked: a padding near usize::MAX must not wrap into a small one.
-    let twice = |p: usize| p.checked_mul(2).unwrap_or(usize::MAX);
+    let twice = |p: usize| p.saturating_mul(2);
     if twice(padding.0) > kernel.0 || twice(padding.1) > kernel.1 {
         return invalid("padding", format!("{padding:?} must be at most half the kernel {kernel:?}"));
     }
@@ -62,7 +62,7 @@ impl Tensor {
         padding: (usize, usize),
     ) -> Result<Tensor> {
         let (g, count) = geometry("max_pool2d", self, kernel, stride, padding)?;
-        let (y, arg) = self.try_with_data("pool", |d| Ok(k::max_forward(&g, d, count)?))?;
+        let (y, arg) = self.try_with_data("pool", |d| k::max_forward(&g, d, count))?;
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
         Ok(attach(out, &[self], || PoolBackward {
             geom: g,
@@ -86,7 +86,7 @@ impl Tensor {
         padding: (usize, usize),
     ) -> Result<Tensor> {
         let (g, count) = geometry("avg_pool2d", self, kernel, stride, padding)?;
-        let y = self.try_with_data("pool", |d| Ok(k::avg_forward(&g, d, count)?))?;
+        let y = self.try_with_data("pool", |d| k::avg_forward(&g, d, count))?;
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
         Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: None, in_shape: self.shape().into() }))
     }

@@ -127,7 +127,7 @@ impl UnaryRule for Neg {
         -1.0
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(Tensor::full(x.shape(), -1.0)?)
+        Tensor::full(x.shape(), -1.0)
     }
 }
 
@@ -344,7 +344,7 @@ impl UnaryRule for PowScalar {
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
         if self.p == 0.0 {
-            return Ok(Tensor::zeros(x.shape())?);
+            return Tensor::zeros(x.shape());
         }
         Ok(x.pow_scalar(self.p - 1.0).scale(self.p))
     }

@@ -187,7 +187,7 @@ impl Tensor {
             }
         }
         let stored = layout.numel();
-        let repeats = if stored == 0 { 1 } else { self.numel() / stored };
+        let repeats = self.numel().checked_div(stored).unwrap_or(1);
         let t = if repeats == 1 { self.detach() } else { self.with_layout(layout) };
         (t, repeats)
     }
