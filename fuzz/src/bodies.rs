@@ -99,16 +99,26 @@ impl Bytes<'_> {
     fn pick(&mut self, n: usize) -> usize {
         self.u8() as usize % n.max(1)
     }
-    /// A shape of rank 0..=4 with sizes 0..=4 (empty tensors included).
+    /// A shape of rank 0..=4 with sizes 0..=4 (empty tensors included), or now and then a
+    /// [`HUGE`] size: products that overflow, empty-but-huge shapes, views far beyond memory.
     fn shape(&mut self) -> Vec<usize> {
         let rank = self.u8() % 5;
-        (0..rank).map(|_| self.u8() as usize % 5).collect()
+        (0..rank)
+            .map(|_| match self.u8() {
+                b @ 250.. => HUGE[b as usize - 250],
+                b => b as usize % 5,
+            })
+            .collect()
     }
     fn axes(&mut self) -> Vec<isize> {
         let n = self.u8() % 4;
         (0..n).map(|_| self.i8() as isize % 6).collect()
     }
 }
+
+/// Sizes of at least 2^40 (never between 2^32 and 2^40: a product of those with small sizes
+/// could be a buffer the machine can allocate, and the target would then touch it).
+const HUGE: [usize; 6] = [1 << 40, 1 << 41, 1 << 62, (1 << 62) + 1, usize::MAX / 2, usize::MAX];
 
 /// Elements above which a result is not kept (keeps the target fast, not a correctness bound).
 const MAX_NUMEL: usize = 1 << 14;
@@ -119,11 +129,11 @@ pub fn op_sequence(data: &[u8]) {
     let mut b = Bytes(data);
     let mut rng = Rng::new(1);
     let mut pool: Vec<Tensor> = vec![
-        Tensor::rand(&[2, 3], -1.0, 1.0, &mut rng).into_variable(),
-        Tensor::rand(&[3], -1.0, 1.0, &mut rng).into_variable(),
-        Tensor::rand(&[3, 2], -1.0, 1.0, &mut rng),
+        Tensor::rand(&[2, 3], -1.0, 1.0, &mut rng).expect("small").into_variable(),
+        Tensor::rand(&[3], -1.0, 1.0, &mut rng).expect("small").into_variable(),
+        Tensor::rand(&[3, 2], -1.0, 1.0, &mut rng).expect("small"),
         Tensor::scalar(0.5).into_variable(),
-        Tensor::zeros(&[0, 3]).into_variable(),
+        Tensor::zeros(&[0, 3]).expect("empty").into_variable(),
     ];
     let steps = b.u8() as usize % 48;
     for _ in 0..steps {
@@ -165,7 +175,12 @@ fn step(code: u8, x: &Tensor, y: &Tensor, b: &mut Bytes<'_>) -> Option<Tensor> {
         17 => x.slice(b.i8() as isize, b.i8() as isize, b.i8() as isize, b.u8() as usize % 4),
         18 => {
             let shape = b.shape();
-            if shape.iter().product::<usize>() > MAX_NUMEL {
+            let small = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).is_some_and(|n| n <= MAX_NUMEL);
+            if !small {
+                // A view far beyond memory: every op on it is an error or costs its storage.
+                if let Ok(v) = x.broadcast_to(&shape) {
+                    huge_view_ops(&v);
+                }
                 return None;
             }
             x.broadcast_to(&shape)
@@ -173,7 +188,7 @@ fn step(code: u8, x: &Tensor, y: &Tensor, b: &mut Bytes<'_>) -> Option<Tensor> {
         19 => x.squeeze(b.i8() as isize),
         20 => x.unsqueeze(b.i8() as isize),
         21 => x.flatten(b.i8() as isize, b.i8() as isize),
-        22 => Ok(x.contiguous()),
+        22 => x.contiguous(),
         23 => Ok(x.detach()),
         24 => {
             backward_once(x, b);
@@ -187,6 +202,20 @@ fn step(code: u8, x: &Tensor, y: &Tensor, b: &mut Bytes<'_>) -> Option<Tensor> {
     r.ok()
 }
 
+/// Ops on a broadcast view whose logical size is far beyond memory: each must be an `Err`
+/// (size, memory or work limit) or cost only the stored elements.
+fn huge_view_ops(v: &Tensor) {
+    let _ = v.tanh().scale(2.0).sum_all().item();
+    let _ = v.sum(0, false);
+    let _ = v.add(v);
+    let _ = v.softmax(-1);
+    let _ = v.try_to_vec();
+    let _ = v.contiguous();
+    if v.rank() >= 2 {
+        let _ = v.matmul(&v.transpose(-1, -2).expect("rank >= 2"));
+    }
+}
+
 /// A backward pass from `t` with options and a seed drawn from the bytes (all may be wrong).
 fn backward_once(t: &Tensor, b: &mut Bytes<'_>) {
     let flags = b.u8();
@@ -198,8 +227,8 @@ fn backward_once(t: &Tensor, b: &mut Bytes<'_>) {
     };
     let seed = match flags >> 4 {
         0..=7 => None,
-        8..=11 => Some(Tensor::ones(t.shape())),
-        _ => Some(Tensor::ones(&b.shape())),
+        8..=11 => Tensor::ones(t.shape()).ok(),
+        _ => Tensor::ones(&b.shape()).ok(),
     };
     let _ = t.backward_with(seed.as_ref(), options);
     if options.create_graph {

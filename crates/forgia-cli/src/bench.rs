@@ -114,7 +114,7 @@ fn chain_step(x: &Tensor, c: &Tensor, ops: usize) -> Result<(), forgia::Error> {
 fn w1_chain(reps: usize) -> Result<String, forgia::Error> {
     let ops = 10_000;
     let x = Tensor::variable(vec![0.5; 16], &[16])?;
-    let c = Tensor::full(&[16], 0.999);
+    let c = Tensor::full(&[16], 0.999)?;
     let ms = median_ms(reps, || chain_step(&x, &c, ops))?;
     Ok(line("W1", ms, &[("us_per_op", format!("{:.3}", ms * 1e3 / ops as f64))]))
 }
@@ -123,7 +123,7 @@ fn w1_chain(reps: usize) -> Result<String, forgia::Error> {
 fn w8_deep(reps: usize) -> Result<String, forgia::Error> {
     let ops = 1_000_000;
     let x = Tensor::variable(vec![0.5; 16], &[16])?;
-    let c = Tensor::full(&[16], 0.999);
+    let c = Tensor::full(&[16], 0.999)?;
     let before = rss_mb();
     forgia::reset_peak_bytes();
     let ms = median_ms(reps.min(5), || chain_step(&x, &c, ops))?;
@@ -143,11 +143,11 @@ fn w8_deep(reps: usize) -> Result<String, forgia::Error> {
 /// W3: four independent heavy branches, with the pool and with the serial option.
 fn w3_branches(reps: usize) -> Result<String, forgia::Error> {
     let mut rng = forgia::Rng::new(3);
-    let x = Tensor::randn(&[512, 1024], 0.0, 1.0, &mut rng);
+    let x = Tensor::randn(&[512, 1024], 0.0, 1.0, &mut rng)?;
     let params: Vec<(Tensor, Tensor)> = (0..4)
         .map(|_| {
-            let w = Tensor::randn(&[1024, 1024], 0.0, 0.03, &mut rng).into_variable();
-            let v = Tensor::randn(&[1024, 1024], 0.0, 0.03, &mut rng).into_variable();
+            let w = Tensor::randn(&[1024, 1024], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable();
+            let v = Tensor::randn(&[1024, 1024], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable();
             (w, v)
         })
         .collect();
@@ -177,8 +177,8 @@ fn line(name: &str, ms: f64, extra: &[(&str, String)]) -> String {
 fn w5_gemm(reps: usize) -> Result<String, forgia::Error> {
     let n = 2048;
     let mut rng = forgia::Rng::new(5);
-    let a = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng);
-    let b = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng);
+    let a = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng)?;
+    let b = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng)?;
     let ms = median_ms(reps, || a.matmul(&b).map(drop))?;
     let gflops = 2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e9;
     Ok(line("W5", ms, &[("gflops", format!("{gflops:.1}")), ("threads", forgia::num_threads().to_string())]))
@@ -195,7 +195,7 @@ fn w2_mlp(reps: usize) -> Result<String, forgia::Error> {
         .push(Linear::new(1024, 1024, true, &mut rng)?)
         .push(Relu)
         .push(Linear::new(1024, 10, true, &mut rng)?);
-    let x = Tensor::rand(&[256, 784], 0.0, 1.0, &mut rng);
+    let x = Tensor::rand(&[256, 784], 0.0, 1.0, &mut rng)?;
     let labels = forgia::Indices::from((0..256).map(|i| i % 10).collect::<Vec<usize>>());
     let mut opt = Sgd::new(SgdConfig { lr: 0.01, ..Default::default() })?;
     let before = rss_mb();
@@ -244,7 +244,7 @@ fn w4_cnn(reps: usize) -> Result<String, forgia::Error> {
         }
     }
     let mut rng = forgia::Rng::new(4);
-    let x = Tensor::rand(&[64, 1, 28, 28], 0.0, 1.0, &mut rng);
+    let x = Tensor::rand(&[64, 1, 28, 28], 0.0, 1.0, &mut rng)?;
     let labels = forgia::Indices::from((0..64).map(|i| i % 10).collect::<Vec<usize>>());
     let conv = forgia::Conv2dOptions::default();
     let mut net = Net {
@@ -270,14 +270,14 @@ fn w4_cnn(reps: usize) -> Result<String, forgia::Error> {
 /// checkpointed. Run the two in separate processes so the peaks belong to one.
 fn w7_residual(reps: usize, ckpt: bool) -> Result<String, forgia::Error> {
     let mut rng = forgia::Rng::new(7);
-    let x = Tensor::randn(&[4096, 256], 0.0, 1.0, &mut rng);
+    let x = Tensor::randn(&[4096, 256], 0.0, 1.0, &mut rng)?;
     let blocks: Vec<[Tensor; 4]> = (0..16)
         .map(|_| {
             [
-                Tensor::randn(&[256, 1024], 0.0, 0.06, &mut rng).into_variable(),
-                Tensor::zeros(&[1024]).into_variable(),
-                Tensor::randn(&[1024, 256], 0.0, 0.03, &mut rng).into_variable(),
-                Tensor::zeros(&[256]).into_variable(),
+                Tensor::randn(&[256, 1024], 0.0, 0.06, &mut rng).expect("a small fixed shape").into_variable(),
+                Tensor::zeros(&[1024]).expect("a small fixed shape").into_variable(),
+                Tensor::randn(&[1024, 256], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable(),
+                Tensor::zeros(&[256]).expect("a small fixed shape").into_variable(),
             ]
         })
         .collect();

@@ -30,11 +30,11 @@ fn bench_shape(c: &mut Criterion, name: &str, qkv: impl Fn() -> [Tensor; 3], lea
 fn attention(c: &mut Criterion) {
     let mut rng = Rng::new(0);
     let shape = [8, 8, 128, 64];
-    let qkv = [(); 3].map(|_| Tensor::randn(&shape, 0.0, 1.0, &mut rng).into_variable());
+    let qkv = [(); 3].map(|_| Tensor::randn(&shape, 0.0, 1.0, &mut rng).unwrap().into_variable());
     bench_shape(c, "b8h8s128d64", || qkv.clone(), &qkv);
     // W6: B = 32, H = 4, S = 64, dh = 32, heads split from [B, S, H·dh] activations.
     let (b, h, s, dh) = (32, 4, 64, 32);
-    let xs = [(); 3].map(|_| Tensor::randn(&[b, s, h * dh], 0.0, 1.0, &mut rng).into_variable());
+    let xs = [(); 3].map(|_| Tensor::randn(&[b, s, h * dh], 0.0, 1.0, &mut rng).unwrap().into_variable());
     let split = |x: &Tensor| x.reshape(&[b, s, h, dh]).unwrap().transpose(1, 2).unwrap();
     bench_shape(c, "b32h4s64d32", || xs.each_ref().map(split), &xs);
 }

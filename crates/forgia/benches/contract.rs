@@ -6,10 +6,10 @@ use forgia::{Rng, Tensor};
 
 fn contractions(c: &mut Criterion) {
     let mut rng = Rng::new(3);
-    let q = Tensor::randn(&[32, 64, 32], 0.0, 1.0, &mut rng);
-    let k = Tensor::randn(&[32, 32, 64], 0.0, 1.0, &mut rng);
-    let a = Tensor::randn(&[256, 512], 0.0, 1.0, &mut rng);
-    let w = Tensor::randn(&[512, 256], 0.0, 1.0, &mut rng);
+    let q = Tensor::randn(&[32, 64, 32], 0.0, 1.0, &mut rng).unwrap();
+    let k = Tensor::randn(&[32, 32, 64], 0.0, 1.0, &mut rng).unwrap();
+    let a = Tensor::randn(&[256, 512], 0.0, 1.0, &mut rng).unwrap();
+    let w = Tensor::randn(&[512, 256], 0.0, 1.0, &mut rng).unwrap();
     let named = a.with_names(&[Some("batch"), Some("in")]).unwrap();
     let wn = w.transpose(0, 1).unwrap().with_names(&[Some("out"), Some("in")]).unwrap();
     let mut g = c.benchmark_group("contract");

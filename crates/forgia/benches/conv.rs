@@ -7,8 +7,8 @@ use forgia::{Conv2dOptions, Rng, Tensor};
 
 fn conv2d(c: &mut Criterion) {
     let mut rng = Rng::new(0);
-    let x = Tensor::randn(&[64, 32, 13, 13], 0.0, 1.0, &mut rng);
-    let w = Tensor::randn(&[64, 32, 3, 3], 0.0, 0.1, &mut rng).into_variable();
+    let x = Tensor::randn(&[64, 32, 13, 13], 0.0, 1.0, &mut rng).unwrap();
+    let w = Tensor::randn(&[64, 32, 3, 3], 0.0, 0.1, &mut rng).unwrap().into_variable();
     let opts = Conv2dOptions::default();
     c.bench_function("conv2d_fwd_64x32x13x13_k3_o64", |b| {
         b.iter(|| {
@@ -40,12 +40,12 @@ struct Cnn {
 impl Cnn {
     fn new(rng: &mut Rng) -> Self {
         Cnn {
-            w1: Tensor::randn(&[32, 1, 3, 3], 0.0, 0.3, rng).into_variable(),
-            b1: Tensor::zeros(&[32]).into_variable(),
-            w2: Tensor::randn(&[64, 32, 3, 3], 0.0, 0.06, rng).into_variable(),
-            b2: Tensor::zeros(&[64]).into_variable(),
-            fc: Tensor::randn(&[10, 1600], 0.0, 0.02, rng).into_variable(),
-            fb: Tensor::zeros(&[10]).into_variable(),
+            w1: Tensor::randn(&[32, 1, 3, 3], 0.0, 0.3, rng).unwrap().into_variable(),
+            b1: Tensor::zeros(&[32]).unwrap().into_variable(),
+            w2: Tensor::randn(&[64, 32, 3, 3], 0.0, 0.06, rng).unwrap().into_variable(),
+            b2: Tensor::zeros(&[64]).unwrap().into_variable(),
+            fc: Tensor::randn(&[10, 1600], 0.0, 0.02, rng).unwrap().into_variable(),
+            fb: Tensor::zeros(&[10]).unwrap().into_variable(),
         }
     }
 
@@ -66,7 +66,7 @@ impl Cnn {
 fn w4_step(c: &mut Criterion) {
     let mut rng = Rng::new(1);
     let net = Cnn::new(&mut rng);
-    let x = Tensor::randn(&[64, 1, 28, 28], 0.0, 1.0, &mut rng);
+    let x = Tensor::randn(&[64, 1, 28, 28], 0.0, 1.0, &mut rng).unwrap();
     c.bench_function("w4_like_cnn_step_fwd_bwd_b64", |b| b.iter(|| net.step(&x).unwrap()));
 }
 

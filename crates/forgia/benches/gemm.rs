@@ -8,8 +8,8 @@ use forgia::{Rng, Tensor};
 fn gemm_2048(c: &mut Criterion) {
     let n = 2048;
     let mut rng = Rng::new(1);
-    let a = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng);
-    let b = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng);
+    let a = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng).unwrap();
+    let b = Tensor::randn(&[n, n], 0.0, 1.0, &mut rng).unwrap();
     let (av, bv) = (a.to_vec(), b.to_vec());
     let mut out = vec![0.0f32; n * n];
     let threads = forgia::num_threads();

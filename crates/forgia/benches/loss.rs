@@ -7,9 +7,9 @@ use forgia::{Indices, Rng, Tensor};
 
 fn losses(c: &mut Criterion) {
     let mut rng = Rng::new(4);
-    let logits = Tensor::randn(&[2048, 65], 0.0, 1.0, &mut rng).into_variable();
+    let logits = Tensor::randn(&[2048, 65], 0.0, 1.0, &mut rng).unwrap().into_variable();
     let labels = Indices::from((0..2048).map(|_| rng.below(65)).collect::<Vec<usize>>());
-    let target = Tensor::randn(&[2048, 65], 0.0, 1.0, &mut rng);
+    let target = Tensor::randn(&[2048, 65], 0.0, 1.0, &mut rng).unwrap();
     let mut g = c.benchmark_group("loss_2048x65");
     g.bench_function("cross_entropy_fwd_bwd", |b| {
         b.iter(|| {

@@ -7,9 +7,9 @@ use forgia::{Rng, RunningStats, Tensor};
 
 fn norms(c: &mut Criterion) {
     let mut rng = Rng::new(0);
-    let x = Tensor::randn(&[64, 128, 512], 0.0, 1.0, &mut rng).into_variable();
-    let w = Tensor::ones(&[512]).into_variable();
-    let b = Tensor::zeros(&[512]).into_variable();
+    let x = Tensor::randn(&[64, 128, 512], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let w = Tensor::ones(&[512]).unwrap().into_variable();
+    let b = Tensor::zeros(&[512]).unwrap().into_variable();
     c.bench_function("layer_norm_fwd_bwd_64x128x512", |bch| {
         bch.iter(|| {
             x.layer_norm(&[512], Some(&w), Some(&b), 1e-5).unwrap().sum_all().backward().unwrap();
@@ -24,11 +24,11 @@ fn norms(c: &mut Criterion) {
             x.rms_norm(Some(&w), 1e-6).unwrap()
         })
     });
-    let x4 = Tensor::randn(&[32, 64, 28, 28], 0.0, 1.0, &mut rng).into_variable();
-    let wc = Tensor::ones(&[64]).into_variable();
-    let bc = Tensor::zeros(&[64]).into_variable();
+    let x4 = Tensor::randn(&[32, 64, 28, 28], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let wc = Tensor::ones(&[64]).unwrap().into_variable();
+    let bc = Tensor::zeros(&[64]).unwrap().into_variable();
     c.bench_function("batch_norm_train_fwd_bwd_32x64x28x28", |bch| {
-        let mut stats = RunningStats::new(64);
+        let mut stats = RunningStats::new(64).unwrap();
         bch.iter(|| {
             x4.batch_norm(&mut stats, Some(&wc), Some(&bc), true, 1e-5).unwrap().sum_all().backward().unwrap();
             for t in [&x4, &wc, &bc] {

@@ -11,7 +11,7 @@ use forgia::{Rng, Tensor};
 
 fn inputs(n: usize) -> (Tensor, Tensor) {
     let mut rng = Rng::new(1);
-    (Tensor::randn(&[n], 0.0, 1.0, &mut rng), Tensor::randn(&[n], 0.0, 1.0, &mut rng))
+    (Tensor::randn(&[n], 0.0, 1.0, &mut rng).unwrap(), Tensor::randn(&[n], 0.0, 1.0, &mut rng).unwrap())
 }
 
 fn pointwise(c: &mut Criterion) {

@@ -38,15 +38,16 @@ fn step(x: &Tensor, weights: &[Weights], checkpointed: bool) -> Result<(usize, V
 /// the two peaks (plain, checkpointed) after checking the gradients agree.
 fn run(depth: usize, width: usize, batch: usize) -> Result<(usize, usize)> {
     let mut rng = Rng::new(0);
-    let mut param = |shape: &[usize], std: f32| Tensor::randn(shape, 0.0, std, &mut rng).into_variable();
+    let mut param =
+        |shape: &[usize], std: f32| Ok::<_, forgia::Error>(Tensor::randn(shape, 0.0, std, &mut rng)?.into_variable());
     let (up, down) = (1.0 / (width as f32).sqrt(), 0.1 / (width as f32).sqrt());
     let weights: Vec<Weights> = (0..depth)
         .map(|_| {
-            let (w1, b1) = (param(&[2 * width, width], up), param(&[2 * width], 0.0));
-            [w1, b1, param(&[width, 2 * width], down), param(&[width], 0.0)]
+            let (w1, b1) = (param(&[2 * width, width], up)?, param(&[2 * width], 0.0)?);
+            Ok([w1, b1, param(&[width, 2 * width], down)?, param(&[width], 0.0)?])
         })
-        .collect();
-    let x = Tensor::randn(&[batch, width], 0.0, 1.0, &mut Rng::new(1));
+        .collect::<Result<_>>()?;
+    let x = Tensor::randn(&[batch, width], 0.0, 1.0, &mut Rng::new(1))?;
     let (plain_peak, plain) = step(&x, &weights, false)?;
     let (saved_peak, saved) = step(&x, &weights, true)?;
     assert_eq!(plain, saved, "checkpointing changes no gradient, not even in the last bit");

@@ -28,7 +28,7 @@ fn run(steps: usize) -> Result<(f32, f32)> {
     let mut opt = Adam::new(AdamConfig { lr: 1e-2, ..AdamConfig::adam() })?;
     let (mut first, mut last) = (f32::NAN, f32::NAN);
     for step in 0..steps {
-        let x = Tensor::randn(&[64, 2], 0.0, 1.0, &mut rng);
+        let x = Tensor::randn(&[64, 2], 0.0, 1.0, &mut rng)?;
         let penalty = gradient_penalty(&critic, &x)?;
         // The create_graph pass also left gradients on the weights: clear them first.
         opt.zero_grad(&critic);

@@ -16,7 +16,7 @@
 //! ```
 
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{mix64, Rng, Tensor};
+use crate::tensor::{mix64, Rng, Size, Tensor};
 
 /// In-memory samples and labels, cut into batches per epoch.
 #[derive(Clone, Debug)]
@@ -37,7 +37,8 @@ impl BatchIterator {
     ///
     /// # Errors
     /// `InvalidArgument` for a zero `batch_size`; `LengthMismatch` when `features` does not
-    /// hold `labels.len()` samples of `sample_shape`.
+    /// hold `labels.len()` samples of `sample_shape`; `SizeOverflow` when that shape's size
+    /// overflows.
     pub fn new(
         features: Vec<f32>,
         sample_shape: &[usize],
@@ -52,9 +53,10 @@ impl BatchIterator {
                 reason: "must be positive".into(),
             });
         }
-        let per_sample: usize = sample_shape.iter().product();
         let mut shape = vec![labels.len()];
         shape.extend_from_slice(sample_shape);
+        Size::of("BatchIterator::new", &shape)?;
+        let per_sample = Size::of("BatchIterator::new", sample_shape)?.numel();
         if per_sample.checked_mul(labels.len()) != Some(features.len()) {
             return fail(ErrorKind::LengthMismatch {
                 op: "BatchIterator::new",

@@ -129,6 +129,36 @@ pub enum ErrorKind {
         /// What is wrong with it.
         reason: String,
     },
+    /// A shape whose element count, strides or byte size do not fit in a machine word (the
+    /// product of its sizes, counting empty axes as 1, passes `isize::MAX`), or a size
+    /// computed from the arguments (a repeat, a padding, an upsampling factor) that overflows.
+    #[error("{op}: the size of shape {shape:?} overflows")]
+    SizeOverflow {
+        /// The op.
+        op: &'static str,
+        /// The shape (the operand's when the overflowing shape cannot be written down).
+        shape: Vec<usize>,
+    },
+    /// An allocation the machine could not satisfy (a fallible allocation failed).
+    #[error("{op}: out of memory allocating {bytes} bytes")]
+    OutOfMemory {
+        /// The op.
+        op: &'static str,
+        /// The bytes asked for (`usize::MAX` when even that count overflows).
+        bytes: usize,
+    },
+    /// An op whose work (element visits, multiply-adds) passes
+    /// [`MAX_WORK`](crate::MAX_WORK): refused rather than run for hours, typically on a
+    /// broadcast view whose logical size is far beyond its storage.
+    #[error("{op}: {work} element visits on shape {shape:?} pass the limit of one op call")]
+    WorkLimitExceeded {
+        /// The op.
+        op: &'static str,
+        /// The shape whose size decides the work.
+        shape: Vec<usize>,
+        /// The work asked for.
+        work: u128,
+    },
     /// `backward` on a tensor that carries no graph (a constant).
     #[error("backward: the tensor has no gradient graph (it is a constant)")]
     NoGradientGraph,

@@ -21,7 +21,7 @@
 //! let loss = x.mul(&c)?.tanh().sum_all();            // an op result, with a graph
 //! loss.backward()?;
 //! assert!(x.grad().is_some() && c.grad().is_none());
-//! assert!(x.add(&Tensor::zeros(&[3])).is_err());      // [2] + [3] does not broadcast
+//! assert!(x.add(&Tensor::zeros(&[3])?).is_err());     // [2] + [3] does not broadcast
 //! # Ok::<(), forgia::Error>(())
 //! ```
 //!
@@ -58,7 +58,7 @@
 //! };
 //! let mut model = new_model(&mut rng)?;
 //! let mut opt = Adam::new(AdamConfig { lr: 1e-2, ..AdamConfig::adam() })?;
-//! let (x, y) = (Tensor::randn(&[16, 2], 0.0, 1.0, &mut rng), Tensor::zeros(&[16, 1]));
+//! let (x, y) = (Tensor::randn(&[16, 2], 0.0, 1.0, &mut rng)?, Tensor::zeros(&[16, 1])?);
 //! for _ in 0..10 {
 //!     opt.zero_grad(&model);
 //!     let d = model.forward(&x)?.sub(&y)?;
@@ -119,7 +119,7 @@ pub use ops::norm::RunningStats;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
-    set_buffer_cache_limit, Axes, Axis, Rng, Shape, Tensor,
+    set_buffer_cache_limit, Axes, Axis, Rng, Shape, Tensor, MAX_WORK,
 };
 
 /// The examples of the repository's `README.md`, compiled and run as doctests.

@@ -5,8 +5,8 @@ use forgia::{Rng, Tensor};
 
 fn main() {
     let mut rng = Rng::new(3);
-    let a = Tensor::randn(&[300, 200], 0.0, 1.0, &mut rng).into_variable();
-    let b = Tensor::randn(&[200, 500], 0.0, 1.0, &mut rng).into_variable();
+    let a = Tensor::randn(&[300, 200], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let b = Tensor::randn(&[200, 500], 0.0, 1.0, &mut rng).unwrap().into_variable();
     // The first operation builds the pool on this (main) thread.
     let c = a.matmul(&b).unwrap();
     let threads = forgia::num_threads();

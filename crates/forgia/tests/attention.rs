@@ -10,8 +10,8 @@ use forgia::{AttentionOptions, ErrorKind, Rng, Tensor};
 #[test]
 fn attention_with_equal_scores_averages_the_values() {
     // q = 0 gives equal scores: every output row is the mean of v; dv = gy / Sk per key.
-    let q = Tensor::zeros(&[1, 1, 2, 2]);
-    let k = Tensor::ones(&[1, 1, 3, 2]);
+    let q = Tensor::zeros(&[1, 1, 2, 2]).unwrap();
+    let k = Tensor::ones(&[1, 1, 3, 2]).unwrap();
     let v = Tensor::variable(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[1, 1, 3, 2]).unwrap();
     let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions::default()).unwrap();
     assert_eq!(y.to_vec(), vec![3.0, 4.0, 3.0, 4.0]);
@@ -89,7 +89,7 @@ fn head_split_views_are_read_in_place_and_match_packed_operands() {
             // Stored [B, S, H, Dv]: merging the heads back is a free view.
             assert!(y.transpose(1, 2).unwrap().is_contiguous());
         }
-        let c = Tensor::randn(&[b, h, s, dh], 0.0, 1.0, &mut Rng::new(30));
+        let c = Tensor::randn(&[b, h, s, dh], 0.0, 1.0, &mut Rng::new(30)).unwrap();
         y.transpose(1, 2)
             .unwrap()
             .reshape(&[b, s, h * dh])
@@ -116,7 +116,7 @@ fn causal_attention_matches_an_explicit_mask_for_any_lengths_and_widths() {
         let y = q.scaled_dot_product_attention(&k, &v, causal).unwrap();
         let r = q2.scaled_dot_product_attention(&k2, &v2, masked).unwrap();
         assert_near(&y, &r, 1e-6, &format!("output {sq}x{sk}"));
-        let c = Tensor::randn(&[2, 2, sq, 12], 0.0, 1.0, &mut Rng::new(43));
+        let c = Tensor::randn(&[2, 2, sq, 12], 0.0, 1.0, &mut Rng::new(43)).unwrap();
         y.backward_with_grad(&c).unwrap();
         r.backward_with_grad(&c).unwrap();
         for (a, b) in [(&q, &q2), (&k, &k2), (&v, &v2)] {
@@ -191,7 +191,7 @@ fn rope_gradients_pass_gradcheck_and_invert_exactly() {
     check(|v| v[0].rope(100.0), std::slice::from_ref(&x), "rope");
     check(|v| v[0].transpose(1, 2)?.rope(10.0), std::slice::from_ref(&x), "rope transposed");
     // The gradient of <rope(x), c> is the inverse rotation of c: rotating it forward gives c.
-    let c = Tensor::randn(&[2, 2, 5, 6], 0.0, 1.0, &mut Rng::new(11));
+    let c = Tensor::randn(&[2, 2, 5, 6], 0.0, 1.0, &mut Rng::new(11)).unwrap();
     let y = x.rope(100.0).unwrap();
     y.backward_with_grad(&c).unwrap();
     let back = x.grad().unwrap().rope(100.0).unwrap().to_vec();
@@ -221,25 +221,31 @@ fn attention_and_rope_match_the_jax_goldens() {
 
 #[test]
 fn bad_attention_and_rope_inputs_are_named_errors() {
-    let q = Tensor::zeros(&[1, 2, 3, 4]);
+    let q = Tensor::zeros(&[1, 2, 3, 4]).unwrap();
     let kind = |r: forgia::Result<Tensor>| r.unwrap_err().into_kind();
     let sdpa = |k: &Tensor, v: &Tensor, o: AttentionOptions| q.scaled_dot_product_attention(k, v, o);
-    let bad_mask = Tensor::zeros(&[2, 3]);
+    let bad_mask = Tensor::zeros(&[2, 3]).unwrap();
     let opts = AttentionOptions { mask: Some(&bad_mask), ..Default::default() };
     assert!(matches!(kind(sdpa(&q, &q, opts)), ErrorKind::ShapeMismatch { .. }));
-    let too_big = Tensor::zeros(&[1, 1, 2, 3, 3]);
+    let too_big = Tensor::zeros(&[1, 1, 2, 3, 3]).unwrap();
     let opts = AttentionOptions { mask: Some(&too_big), ..Default::default() };
     assert!(matches!(kind(sdpa(&q, &q, opts)), ErrorKind::ShapeMismatch { .. }));
     assert!(matches!(
-        kind(sdpa(&Tensor::zeros(&[1, 2, 3, 5]), &q, Default::default())),
+        kind(sdpa(&Tensor::zeros(&[1, 2, 3, 5]).unwrap(), &q, Default::default())),
         ErrorKind::ShapeMismatch { .. }
     ));
     assert!(matches!(
-        kind(sdpa(&q, &Tensor::zeros(&[1, 2, 4, 4]), Default::default())),
+        kind(sdpa(&q, &Tensor::zeros(&[1, 2, 4, 4]).unwrap(), Default::default())),
         ErrorKind::ShapeMismatch { .. }
     ));
-    assert!(matches!(kind(sdpa(&Tensor::zeros(&[2, 3, 4]), &q, Default::default())), ErrorKind::RankMismatch { .. }));
-    assert!(matches!(kind(Tensor::zeros(&[1, 1, 2, 3]).rope(10000.0)), ErrorKind::InvalidArgument { arg: "x", .. }));
+    assert!(matches!(
+        kind(sdpa(&Tensor::zeros(&[2, 3, 4]).unwrap(), &q, Default::default())),
+        ErrorKind::RankMismatch { .. }
+    ));
+    assert!(matches!(
+        kind(Tensor::zeros(&[1, 1, 2, 3]).unwrap().rope(10000.0)),
+        ErrorKind::InvalidArgument { arg: "x", .. }
+    ));
     assert!(matches!(kind(q.rope(-1.0)), ErrorKind::InvalidArgument { arg: "base", .. }));
-    assert!(matches!(kind(Tensor::zeros(&[4]).rope(10.0)), ErrorKind::RankMismatch { .. }));
+    assert!(matches!(kind(Tensor::zeros(&[4]).unwrap().rope(10.0)), ErrorKind::RankMismatch { .. }));
 }

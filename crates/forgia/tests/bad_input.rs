@@ -55,9 +55,9 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
         ("pow", a23.pow(&a4), shape),
         ("maximum", a23.maximum(&a4), shape),
         ("minimum", a23.minimum(&a4), shape),
-        ("where_ shapes", Tensor::where_(&Tensor::ones(&[4]), &a23, &a23), shape),
-        ("where_ non-binary mask", Tensor::where_(&Tensor::full(&[2, 3], 0.5), &a23, &a23), arg),
-        ("masked_fill", a23.masked_fill(&Tensor::ones(&[4]), 0.0), shape),
+        ("where_ shapes", Tensor::where_(&Tensor::ones(&[4]).unwrap(), &a23, &a23), shape),
+        ("where_ non-binary mask", Tensor::where_(&Tensor::full(&[2, 3], 0.5).unwrap(), &a23, &a23), arg),
+        ("masked_fill", a23.masked_fill(&Tensor::ones(&[4]).unwrap(), 0.0), shape),
         ("clamp min > max", a23.clamp(1.0, 0.0), arg),
         ("clamp NaN bound", a23.clamp(f32::NAN, 1.0), arg),
         // Reductions.

@@ -8,7 +8,7 @@ fn freed_buffers_are_reused_bounded_and_released_on_request() {
     forgia::clear_buffer_cache();
     assert_eq!(forgia::cached_bytes(), 0);
     let n = 1 << 18; // 1 MiB of f32, above the 64 KiB floor
-    let x = Tensor::ones(&[n]);
+    let x = Tensor::ones(&[n]).unwrap();
     // An op result of n floats, dropped: its buffer goes to the cache, not to live bytes.
     let live_before = forgia::live_bytes();
     drop(x.scale(2.0));
@@ -20,7 +20,7 @@ fn freed_buffers_are_reused_bounded_and_released_on_request() {
     assert!(y.to_vec().iter().all(|&v| v == 3.0));
     drop(y);
     // Small buffers are not kept.
-    drop(Tensor::ones(&[16]).scale(2.0));
+    drop(Tensor::ones(&[16]).unwrap().scale(2.0));
     assert_eq!(forgia::cached_bytes(), 4 * n);
     // The limit bounds the cache; 0 turns it off and frees what it holds.
     forgia::set_buffer_cache_limit(4 * n - 1);

@@ -25,7 +25,7 @@ fn conv2d_of_a_single_tap_kernel_scales_the_image() {
 fn conv2d_sums_a_3x3_window() {
     // A ones kernel over a 3x3 image of 1..9 with padding 1: the centre sees all nine.
     let x = Tensor::from_vec((1..=9).map(|v| v as f32).collect(), &[1, 1, 3, 3]).unwrap();
-    let w = Tensor::ones(&[1, 1, 3, 3]);
+    let w = Tensor::ones(&[1, 1, 3, 3]).unwrap();
     let opts = Conv2dOptions { padding: (1, 1), ..Default::default() };
     let y = x.conv2d(&w, None, opts).unwrap();
     assert_eq!(y.to_vec(), vec![12.0, 21.0, 16.0, 27.0, 45.0, 33.0, 24.0, 39.0, 28.0]);
@@ -67,7 +67,7 @@ fn conv2d_accepts_non_contiguous_inputs() {
 
 #[test]
 fn conv2d_computes_only_the_gradients_that_are_needed() {
-    let x = Tensor::randn(&[1, 1, 4, 4], 0.0, 1.0, &mut Rng::new(3)); // constant
+    let x = Tensor::randn(&[1, 1, 4, 4], 0.0, 1.0, &mut Rng::new(3)).unwrap(); // constant
     let w = var(&[2, 1, 3, 3], 4);
     x.conv2d(&w, None, Conv2dOptions::default()).unwrap().sum_all().backward().unwrap();
     assert!(x.grad().is_none() && w.grad().is_some());
@@ -153,39 +153,39 @@ fn convolutions_match_the_jax_goldens() {
 
 #[test]
 fn bad_convolution_inputs_are_named_errors() {
-    let x = Tensor::zeros(&[1, 4, 5, 5]);
+    let x = Tensor::zeros(&[1, 4, 5, 5]).unwrap();
     let kind = |r: forgia::Result<Tensor>| r.unwrap_err().into_kind();
     // Kernel larger than the padded input.
-    let big = Tensor::zeros(&[2, 4, 8, 8]);
+    let big = Tensor::zeros(&[2, 4, 8, 8]).unwrap();
     assert!(matches!(
         kind(x.conv2d(&big, None, Conv2dOptions::default())),
         ErrorKind::InvalidArgument { arg: "kernel", .. }
     ));
     // Channels not divisible by groups.
-    let w = Tensor::zeros(&[3, 2, 3, 3]);
+    let w = Tensor::zeros(&[3, 2, 3, 3]).unwrap();
     let g3 = Conv2dOptions { groups: 3, ..Default::default() };
     assert!(matches!(kind(x.conv2d(&w, None, g3)), ErrorKind::InvalidArgument { arg: "groups", .. }));
     // Weight channels that do not match, a wrong bias, a wrong rank, a zero stride.
-    let w = Tensor::zeros(&[2, 3, 3, 3]);
+    let w = Tensor::zeros(&[2, 3, 3, 3]).unwrap();
     assert!(matches!(kind(x.conv2d(&w, None, Conv2dOptions::default())), ErrorKind::ShapeMismatch { .. }));
-    let w = Tensor::zeros(&[2, 4, 3, 3]);
-    let b = Tensor::zeros(&[3]);
+    let w = Tensor::zeros(&[2, 4, 3, 3]).unwrap();
+    let b = Tensor::zeros(&[3]).unwrap();
     assert!(matches!(kind(x.conv2d(&w, Some(&b), Conv2dOptions::default())), ErrorKind::ShapeMismatch { .. }));
     assert!(matches!(
-        kind(Tensor::zeros(&[4, 5, 5]).conv2d(&w, None, Conv2dOptions::default())),
+        kind(Tensor::zeros(&[4, 5, 5]).unwrap().conv2d(&w, None, Conv2dOptions::default())),
         ErrorKind::RankMismatch { .. }
     ));
     let s0 = Conv2dOptions { stride: (0, 1), ..Default::default() };
     assert!(matches!(kind(x.conv2d(&w, None, s0)), ErrorKind::InvalidArgument { arg: "stride", .. }));
     // conv1d: rank and kernel size.
-    let x1 = Tensor::zeros(&[1, 2, 3]);
+    let x1 = Tensor::zeros(&[1, 2, 3]).unwrap();
     assert!(matches!(
-        kind(x1.conv1d(&Tensor::zeros(&[1, 2, 4]), None, Conv1dOptions::default())),
+        kind(x1.conv1d(&Tensor::zeros(&[1, 2, 4]).unwrap(), None, Conv1dOptions::default())),
         ErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(kind(x1.conv1d(&w, None, Conv1dOptions::default())), ErrorKind::RankMismatch { .. }));
     // conv_transpose2d: output padding not below the stride, groups not dividing.
-    let wt = Tensor::zeros(&[4, 2, 3, 3]);
+    let wt = Tensor::zeros(&[4, 2, 3, 3]).unwrap();
     let bad_op = ConvTranspose2dOptions { output_padding: (1, 1), ..Default::default() };
     assert!(matches!(
         kind(x.conv_transpose2d(&wt, None, bad_op)),

@@ -5,7 +5,7 @@ use forgia::{gradcheck, ErrorKind, GradcheckOptions, Rng, Tensor};
 
 #[test]
 fn dropout_keeps_about_one_minus_p_and_scales_the_rest() {
-    let x = Tensor::ones(&[10000]);
+    let x = Tensor::ones(&[10000]).unwrap();
     let y = x.dropout(0.25, 42, true).unwrap().to_vec();
     let kept = y.iter().filter(|&&v| v != 0.0).count();
     assert!((7300..7700).contains(&kept), "{kept}");
@@ -37,8 +37,8 @@ fn dropout_gradient_is_the_same_mask_scaled() {
 #[test]
 fn a_dropout_block_run_twice_with_one_seed_is_bitwise_identical() {
     let run = || {
-        let x = Tensor::randn(&[4, 16], 0.0, 1.0, &mut Rng::new(3)).into_variable();
-        let w = Tensor::randn(&[16, 8], 0.0, 1.0, &mut Rng::new(4)).into_variable();
+        let x = Tensor::randn(&[4, 16], 0.0, 1.0, &mut Rng::new(3)).unwrap().into_variable();
+        let w = Tensor::randn(&[16, 8], 0.0, 1.0, &mut Rng::new(4)).unwrap().into_variable();
         let y = x.matmul(&w).unwrap().tanh().dropout(0.4, 1234, true).unwrap();
         y.mul(&y).unwrap().sum_all().backward().unwrap();
         (y.to_vec(), x.grad().unwrap().to_vec(), w.grad().unwrap().to_vec())
@@ -49,13 +49,13 @@ fn a_dropout_block_run_twice_with_one_seed_is_bitwise_identical() {
     assert_eq!(bits(&a.1), bits(&b.1));
     assert_eq!(bits(&a.2), bits(&b.2));
     // Another seed gives another mask.
-    let x = Tensor::ones(&[64]);
+    let x = Tensor::ones(&[64]).unwrap();
     assert_ne!(x.dropout(0.5, 1, true).unwrap().to_vec(), x.dropout(0.5, 2, true).unwrap().to_vec());
 }
 
 #[test]
 fn bad_dropout_probability_is_a_named_error() {
-    let x = Tensor::ones(&[3]);
+    let x = Tensor::ones(&[3]).unwrap();
     for p in [-0.1, 1.5, f32::NAN] {
         assert!(matches!(x.dropout(p, 0, true).unwrap_err().kind(), ErrorKind::InvalidArgument { arg: "p", .. }));
     }
@@ -76,8 +76,8 @@ fn ternary_ste_matmul_quantizes_forward_and_passes_weight_gradient_straight_thro
 
 #[test]
 fn ternary_ste_matmul_input_gradient_passes_gradcheck_and_batches() {
-    let x = Tensor::randn(&[2, 3, 5], 0.0, 1.0, &mut Rng::new(1)).into_variable();
-    let w = Tensor::randn(&[4, 5], 0.0, 1.0, &mut Rng::new(2)); // constant: the STE is not a true gradient
+    let x = Tensor::randn(&[2, 3, 5], 0.0, 1.0, &mut Rng::new(1)).unwrap().into_variable();
+    let w = Tensor::randn(&[4, 5], 0.0, 1.0, &mut Rng::new(2)).unwrap(); // constant: the STE is not a true gradient
     let r = gradcheck(|v| v[0].ternary_ste_matmul(&w), std::slice::from_ref(&x), GradcheckOptions::default()).unwrap();
     assert!(r.passed(), "{:?}", r.first_mismatch);
     let wv = w.clone().into_variable();
@@ -89,7 +89,10 @@ fn ternary_ste_matmul_input_gradient_passes_gradcheck_and_batches() {
     for row in wv.grad().unwrap().to_vec().chunks(5) {
         assert!(row.iter().zip(&expect).all(|(a, b)| (a - b).abs() < 1e-5));
     }
-    let bad = x.ternary_ste_matmul(&Tensor::zeros(&[4, 4])).unwrap_err();
+    let bad = x.ternary_ste_matmul(&Tensor::zeros(&[4, 4]).unwrap()).unwrap_err();
     assert!(matches!(bad.kind(), ErrorKind::ShapeMismatch { .. }));
-    assert!(matches!(x.ternary_ste_matmul(&Tensor::zeros(&[5])).unwrap_err().kind(), ErrorKind::RankMismatch { .. }));
+    assert!(matches!(
+        x.ternary_ste_matmul(&Tensor::zeros(&[5]).unwrap()).unwrap_err().kind(),
+        ErrorKind::RankMismatch { .. }
+    ));
 }

@@ -92,7 +92,7 @@ fn elemental_ops_match_scalar_loops_above_the_parallel_threshold() {
     let xv = lcg(n, 21, 2.0);
     let x = Tensor::variable(xv.clone(), &[n]).unwrap();
     let y = softplus(&x);
-    y.backward_with_grad(&Tensor::full(&[n], 2.0)).unwrap();
+    y.backward_with_grad(&Tensor::full(&[n], 2.0).unwrap()).unwrap();
     let (yv, gv) = (y.to_vec(), x.grad().unwrap().to_vec());
     for i in (0..n).step_by(997) {
         assert_eq!(yv[i], xv[i].exp().ln_1p());

@@ -48,7 +48,7 @@ fn index_ops_give_literal_values_and_gradients() {
     // d/dx sum(gather) counts how often each element is picked.
     assert_eq!(x.grad().unwrap().to_vec(), vec![0.0, 2.0, 1.0, 1.0]);
 
-    let z = Tensor::zeros(&[2, 3]);
+    let z = Tensor::zeros(&[2, 3]).unwrap();
     let src = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     let s = z.scatter_add(1, &Indices::new(vec![2, 2, 0, 1], &[2, 2]).unwrap(), &src).unwrap();
     assert_eq!(s.to_vec(), vec![0.0, 0.0, 3.0, 3.0, 4.0, 0.0]);
@@ -96,7 +96,7 @@ fn gather_and_index_select_are_twice_differentiable() {
 
 #[test]
 fn out_of_range_and_misshapen_indices_are_errors() {
-    let x = Tensor::zeros(&[2, 3]);
+    let x = Tensor::zeros(&[2, 3]).unwrap();
     let kind = |r: Result<Tensor>| r.err().unwrap().into_kind();
     let too_big = Indices::from(vec![3usize]);
     let negative = Indices::from(vec![-1i64]);
@@ -114,7 +114,7 @@ fn out_of_range_and_misshapen_indices_are_errors() {
     ));
     assert!(matches!(kind(x.gather(1, &too_big)), ErrorKind::ShapeMismatch { op: "gather", .. }));
     assert!(matches!(kind(x.gather(1, &Indices::new(vec![0; 3], &[3, 1]).unwrap())), ErrorKind::ShapeMismatch { .. }));
-    let src = Tensor::zeros(&[1, 2]);
+    let src = Tensor::zeros(&[1, 2]).unwrap();
     assert!(matches!(
         kind(x.scatter_add(1, &Indices::new(vec![0, 3], &[1, 2]).unwrap(), &src)),
         ErrorKind::IndexOutOfRange { op: "scatter_add", .. }
@@ -124,11 +124,11 @@ fn out_of_range_and_misshapen_indices_are_errors() {
         ErrorKind::ShapeMismatch { .. }
     ));
     assert!(matches!(
-        kind(x.index_add(0, &Indices::from(vec![2usize]), &Tensor::zeros(&[1, 3]))),
+        kind(x.index_add(0, &Indices::from(vec![2usize]), &Tensor::zeros(&[1, 3]).unwrap())),
         ErrorKind::IndexOutOfRange { op: "index_add", .. }
     ));
     assert!(matches!(
-        kind(x.index_add(0, &Indices::from(vec![0usize]), &Tensor::zeros(&[2, 3]))),
+        kind(x.index_add(0, &Indices::from(vec![0usize]), &Tensor::zeros(&[2, 3]).unwrap())),
         ErrorKind::ShapeMismatch { op: "index_add", .. }
     ));
     assert!(matches!(Indices::new(vec![0; 3], &[2, 2]).unwrap_err().kind(), ErrorKind::LengthMismatch { .. }));

@@ -197,7 +197,7 @@ fn missing_extra_and_misshaped_tensors_are_errors_and_change_nothing() {
     let params = src.named_parameters();
     let mut m = mlp(2);
     let before = values(&m);
-    let wrong = Tensor::zeros(&[8]);
+    let wrong = Tensor::zeros(&[8]).unwrap();
     let cases: Vec<Vec<(&str, &Tensor)>> = vec![
         params.iter().skip(1).map(|(n, t)| (n.as_str(), t)).collect(),
         params.iter().map(|(n, t)| (n.as_str(), t)).chain([("extra", &wrong)]).collect(),

@@ -116,7 +116,7 @@ fn losses_pass_gradcheck_including_strided_inputs() {
         passes(|v| loss::nll_loss(&v[0].log_softmax(1)?, &ids, o), std::slice::from_ref(&x));
     }
     let t = var(&[3, 4], 2);
-    let probs = Tensor::rand(&[4, 3], 0.1, 0.9, &mut forgia::Rng::new(1)).into_variable();
+    let probs = Tensor::rand(&[4, 3], 0.1, 0.9, &mut forgia::Rng::new(1)).unwrap().into_variable();
     for r in [Reduction::Mean, Reduction::Sum, Reduction::None, Reduction::BatchMean] {
         passes(|v| loss::mse_loss(&v[0].transpose(0, 1)?, &v[1], r), &[x.clone(), t.clone()]);
         passes(|v| loss::huber_loss(&v[0].transpose(0, 1)?, &v[1].scale(0.7), 0.8, r), &[x.clone(), t.clone()]);
@@ -156,7 +156,7 @@ fn cross_entropy_backward_is_differentiable_under_create_graph() {
 #[test]
 fn bad_loss_inputs_are_named_errors() {
     let kind = |r: Result<Tensor>| r.err().unwrap().into_kind();
-    let x = Tensor::zeros(&[2, 3]);
+    let x = Tensor::zeros(&[2, 3]).unwrap();
     let ce = |l: Vec<i64>, o: CrossEntropyOptions| {
         let n = l.len();
         kind(loss::cross_entropy(&x, &Indices::new(l, &[n]).unwrap(), o))
@@ -173,11 +173,11 @@ fn bad_loss_inputs_are_named_errors() {
         ce(vec![0, 1], CrossEntropyOptions { reduction: Reduction::BatchMean, ..d }),
         ErrorKind::InvalidArgument { .. }
     ));
-    let v1 = Tensor::zeros(&[3]);
+    let v1 = Tensor::zeros(&[3]).unwrap();
     assert!(matches!(kind(loss::cross_entropy(&v1, &Indices::from(vec![0usize]), d)), ErrorKind::RankMismatch { .. }));
     let nl = loss::nll_loss(&x, &Indices::from(vec![0usize, 7]), NllLossOptions::default());
     assert!(matches!(kind(nl), ErrorKind::IndexOutOfRange { op: "nll_loss", .. }));
-    let y = Tensor::zeros(&[3, 2]);
+    let y = Tensor::zeros(&[3, 2]).unwrap();
     assert!(matches!(kind(loss::mse_loss(&x, &y, Reduction::Mean)), ErrorKind::ShapeMismatch { op: "mse_loss", .. }));
     assert!(matches!(kind(loss::huber_loss(&x, &y, 1.0, Reduction::Mean)), ErrorKind::ShapeMismatch { .. }));
     assert!(matches!(
@@ -188,7 +188,7 @@ fn bad_loss_inputs_are_named_errors() {
     assert!(matches!(kind(bce), ErrorKind::ShapeMismatch { .. }));
     assert!(matches!(kind(loss::kl_div(&x, &y, Reduction::BatchMean)), ErrorKind::ShapeMismatch { op: "kl_div", .. }));
     assert!(matches!(
-        kind(loss::mse_loss(&Tensor::zeros(&[0]), &Tensor::zeros(&[0]), Reduction::Mean)),
+        kind(loss::mse_loss(&Tensor::zeros(&[0]).unwrap(), &Tensor::zeros(&[0]).unwrap(), Reduction::Mean)),
         ErrorKind::EmptyTensor { .. }
     ));
 }

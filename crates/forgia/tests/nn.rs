@@ -29,7 +29,7 @@ fn linear_computes_x_w_transposed_plus_b_and_its_gradients() {
 #[test]
 fn linear_applies_over_any_leading_axes_and_rank_one_inputs() {
     let lin = Linear::new(4, 3, true, &mut Rng::new(5)).unwrap();
-    let x = Tensor::randn(&[2, 5, 4], 0.0, 1.0, &mut Rng::new(6));
+    let x = Tensor::randn(&[2, 5, 4], 0.0, 1.0, &mut Rng::new(6)).unwrap();
     let y = lin.forward(&x).unwrap();
     assert_eq!(y.shape(), [2, 5, 3]);
     let flat = lin.forward(&x.reshape(&[10, 4]).unwrap()).unwrap();
@@ -42,16 +42,16 @@ fn linear_applies_over_any_leading_axes_and_rank_one_inputs() {
 #[test]
 fn linear_passes_gradcheck_with_bias_and_without() {
     let mut rng = Rng::new(11);
-    let x = Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng).into_variable();
-    let w = Tensor::randn(&[2, 4], 0.0, 0.5, &mut rng).into_variable();
-    let b = Tensor::randn(&[2], 0.0, 0.5, &mut rng).into_variable();
+    let x = Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let w = Tensor::randn(&[2, 4], 0.0, 0.5, &mut rng).unwrap().into_variable();
+    let b = Tensor::randn(&[2], 0.0, 0.5, &mut rng).unwrap().into_variable();
     let with_bias = |xs: &[Tensor]| -> Result<Tensor> {
         Linear::from_tensors(xs[1].clone(), Some(xs[2].clone()))?.forward(&xs[0]).map(|y| y.tanh())
     };
     let report = gradcheck(with_bias, &[x.clone(), w.clone(), b], GradcheckOptions::default()).unwrap();
     assert!(report.passed(), "{:?}", report.first_mismatch);
     // A transposed (strided) input.
-    let xt = Tensor::randn(&[4, 3], 0.0, 1.0, &mut rng).transpose(0, 1).unwrap().into_variable();
+    let xt = Tensor::randn(&[4, 3], 0.0, 1.0, &mut rng).unwrap().transpose(0, 1).unwrap().into_variable();
     let no_bias = |xs: &[Tensor]| Linear::from_tensors(xs[1].clone(), None)?.forward(&xs[0]);
     let report = gradcheck(no_bias, &[xt, w], GradcheckOptions::default()).unwrap();
     assert!(report.passed(), "{:?}", report.first_mismatch);
@@ -60,9 +60,9 @@ fn linear_passes_gradcheck_with_bias_and_without() {
 #[test]
 fn the_fused_linear_op_matches_matmul_plus_bias_and_passes_gradcheck() {
     let mut rng = Rng::new(11);
-    let x = Tensor::randn(&[2, 3, 4], 0.0, 1.0, &mut rng);
-    let w = Tensor::randn(&[5, 4], 0.0, 1.0, &mut rng);
-    let b = Tensor::randn(&[5], 0.0, 1.0, &mut rng);
+    let x = Tensor::randn(&[2, 3, 4], 0.0, 1.0, &mut rng).unwrap();
+    let w = Tensor::randn(&[5, 4], 0.0, 1.0, &mut rng).unwrap();
+    let b = Tensor::randn(&[5], 0.0, 1.0, &mut rng).unwrap();
     let fused = x.linear(&w, Some(&b)).unwrap();
     let composed = x.matmul(&w.transpose(0, 1).unwrap()).unwrap().add(&b).unwrap();
     assert_eq!(fused.shape(), &[2, 3, 5]);
@@ -74,7 +74,7 @@ fn the_fused_linear_op_matches_matmul_plus_bias_and_passes_gradcheck() {
     let report = gradcheck(f, &vars, GradcheckOptions::default()).unwrap();
     assert!(report.passed(), "{:?}", report.first_mismatch);
     // A strided input, no bias.
-    let xt = Tensor::randn(&[4, 3], 0.0, 1.0, &mut rng).transpose(0, 1).unwrap().into_variable();
+    let xt = Tensor::randn(&[4, 3], 0.0, 1.0, &mut rng).unwrap().transpose(0, 1).unwrap().into_variable();
     let f = |v: &[Tensor]| v[0].linear(&v[1], None);
     let report = gradcheck(f, &[xt, vars[1].clone()], GradcheckOptions::default()).unwrap();
     assert!(report.passed(), "{:?}", report.first_mismatch);
@@ -84,12 +84,12 @@ fn the_fused_linear_op_matches_matmul_plus_bias_and_passes_gradcheck() {
 fn the_fused_linear_op_has_second_order_gradients() {
     let mut rng = Rng::new(12);
     let xs = [
-        Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng),
-        Tensor::randn(&[2, 4], 0.0, 1.0, &mut rng),
-        Tensor::randn(&[2], 0.0, 1.0, &mut rng),
+        Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng).unwrap(),
+        Tensor::randn(&[2, 4], 0.0, 1.0, &mut rng).unwrap(),
+        Tensor::randn(&[2], 0.0, 1.0, &mut rng).unwrap(),
     ];
-    let seed = Tensor::randn(&[3, 2], 0.0, 1.0, &mut rng);
-    let c: Vec<Tensor> = xs.iter().map(|x| Tensor::randn(x.shape(), 0.0, 1.0, &mut rng)).collect();
+    let seed = Tensor::randn(&[3, 2], 0.0, 1.0, &mut rng).unwrap();
+    let c: Vec<Tensor> = xs.iter().map(|x| Tensor::randn(x.shape(), 0.0, 1.0, &mut rng).unwrap()).collect();
     // Squaring makes the second derivative depend on every input.
     common::second_order::check(|v| v[0].linear(&v[1], Some(&v[2])).map(|y| y.square()), &xs, &seed, &c);
 }
@@ -97,13 +97,13 @@ fn the_fused_linear_op_has_second_order_gradients() {
 #[test]
 fn linear_rejects_bad_shapes() {
     let lin = Linear::new(4, 3, false, &mut Rng::new(0)).unwrap();
-    let e = lin.forward(&Tensor::zeros(&[2, 5])).unwrap_err();
+    let e = lin.forward(&Tensor::zeros(&[2, 5]).unwrap()).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::ShapeMismatch { op: "linear", .. }));
     let e = Linear::new(0, 3, true, &mut Rng::new(0)).err().unwrap();
     assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }));
-    let e = Linear::from_tensors(Tensor::zeros(&[3, 2]), Some(Tensor::zeros(&[2]))).err().unwrap();
+    let e = Linear::from_tensors(Tensor::zeros(&[3, 2]).unwrap(), Some(Tensor::zeros(&[2]).unwrap())).err().unwrap();
     assert!(matches!(e.kind(), ErrorKind::ShapeMismatch { .. }));
-    let e = Linear::from_tensors(Tensor::zeros(&[3]), None).err().unwrap();
+    let e = Linear::from_tensors(Tensor::zeros(&[3]).unwrap(), None).err().unwrap();
     assert!(matches!(e.kind(), ErrorKind::RankMismatch { .. }));
 }
 
@@ -135,7 +135,7 @@ fn initializers_follow_pytorch_formulas() {
     // LeakyRelu(√5): √(2/6) — PyTorch's Linear default.
     assert!((init::gain(Nonlinearity::LeakyRelu(5f32.sqrt())) - (1.0f32 / 3.0).sqrt()).abs() < 1e-7);
     let mut rng = Rng::new(9);
-    let mut w = Tensor::zeros(&[256, 128]).into_variable();
+    let mut w = Tensor::zeros(&[256, 128]).unwrap().into_variable();
     let relu = init::gain(Nonlinearity::Relu);
     init::kaiming_normal(&mut w, relu, FanMode::FanIn, &mut rng).unwrap();
     assert!((std_of(&w) - relu / 128f32.sqrt()).abs() < 0.03 * relu / 128f32.sqrt());
@@ -226,6 +226,6 @@ fn custom_composites_name_children_with_dotted_prefixes() {
     let mut seen = Vec::new();
     m.visit_params_mut(&mut |n, p| seen.push((n.to_string(), p.numel())));
     assert_eq!(seen.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), names);
-    let y = m.fc2.forward(&m.fc1.forward(&Tensor::ones(&[1, 2])).unwrap()).unwrap();
+    let y = m.fc2.forward(&m.fc1.forward(&Tensor::ones(&[1, 2]).unwrap()).unwrap()).unwrap();
     assert_eq!(y.shape(), [1, 1]);
 }

@@ -166,7 +166,7 @@ fn embedding_rejects_bad_ids_and_sizes() {
     let e = emb.forward(&Indices::from(vec![-1i64])).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::IndexOutOfRange { .. }));
     assert!(matches!(&err(Embedding::new(0, 2, &mut Rng::new(0))), ErrorKind::InvalidArgument { .. }));
-    assert!(matches!(&err(Embedding::from_tensor(Tensor::zeros(&[3]))), ErrorKind::RankMismatch { .. }));
+    assert!(matches!(&err(Embedding::from_tensor(Tensor::zeros(&[3]).unwrap())), ErrorKind::RankMismatch { .. }));
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn conv2d_has_pytorch_default_init_and_names() {
     let names: Vec<String> = conv.named_parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["weight", "bias"]);
     assert_eq!(conv.num_parameters(), 3 * 2 * 9 + 3);
-    assert_eq!(conv.forward(&Tensor::zeros(&[1, 2, 5, 5])).unwrap().shape(), [1, 3, 3, 3]);
+    assert_eq!(conv.forward(&Tensor::zeros(&[1, 2, 5, 5]).unwrap()).unwrap().shape(), [1, 3, 3, 3]);
 }
 
 #[test]
@@ -193,11 +193,11 @@ fn conv2d_rejects_bad_sizes_and_inputs() {
         Some(ErrorKind::InvalidArgument { .. })
     ));
     assert!(matches!(
-        kind(Conv2d::from_tensors(Tensor::zeros(&[2, 2]), None, Conv2dOptions::default())),
+        kind(Conv2d::from_tensors(Tensor::zeros(&[2, 2]).unwrap(), None, Conv2dOptions::default())),
         Some(ErrorKind::RankMismatch { .. })
     ));
     let conv = Conv2d::new(2, 3, (3, 3), Conv2dOptions::default(), false, &mut Rng::new(0)).unwrap();
-    assert!(conv.forward(&Tensor::zeros(&[1, 5, 5, 5])).is_err());
+    assert!(conv.forward(&Tensor::zeros(&[1, 5, 5, 5]).unwrap()).is_err());
 }
 
 #[test]
@@ -221,15 +221,18 @@ fn layer_norm_and_rms_norm_compute_their_formulas() {
     }
     assert!(matches!(&err(LayerNorm::new(&[], 1e-5)), ErrorKind::InvalidArgument { .. }));
     assert!(matches!(&err(RmsNorm::new(3, -1.0)), ErrorKind::InvalidArgument { .. }));
-    assert!(matches!(ln.forward(&Tensor::zeros(&[2, 4])).unwrap_err().kind(), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(
+        ln.forward(&Tensor::zeros(&[2, 4]).unwrap()).unwrap_err().kind(),
+        ErrorKind::ShapeMismatch { .. }
+    ));
 }
 
 #[test]
 fn norm_layers_pass_gradcheck() {
     let mut rng = Rng::new(9);
-    let x = Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng).into_variable();
-    let g = Tensor::randn(&[4], 1.0, 0.2, &mut rng).into_variable();
-    let b = Tensor::randn(&[4], 0.0, 0.2, &mut rng).into_variable();
+    let x = Tensor::randn(&[3, 4], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let g = Tensor::randn(&[4], 1.0, 0.2, &mut rng).unwrap().into_variable();
+    let b = Tensor::randn(&[4], 0.0, 0.2, &mut rng).unwrap().into_variable();
     let f = |xs: &[Tensor]| {
         let ln = LayerNorm { weight: xs[1].clone(), bias: xs[2].clone(), eps: 1e-5 };
         ln.forward(&xs[0])
@@ -262,7 +265,7 @@ fn batch_norm_updates_running_stats_in_training_and_uses_them_in_eval() {
     assert_eq!(bn.running_mean().to_vec(), mean, "eval leaves the statistics alone");
     let names: Vec<String> = bn.named_parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["weight", "bias", "running_mean", "running_var"]);
-    assert!(matches!(bn.forward(&Tensor::zeros(&[2, 2])).unwrap_err().kind(), ErrorKind::RankMismatch { .. }));
+    assert!(matches!(bn.forward(&Tensor::zeros(&[2, 2]).unwrap()).unwrap_err().kind(), ErrorKind::RankMismatch { .. }));
 }
 
 #[test]
@@ -271,7 +274,7 @@ fn batch_norm_running_stats_travel_with_a_checkpoint_and_are_not_optimized() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bn.safetensors");
     let mut bn = BatchNorm2d::new(3, 1e-5).unwrap();
-    let x = Tensor::randn(&[4, 3, 2, 2], 2.0, 1.0, &mut Rng::new(4));
+    let x = Tensor::randn(&[4, 3, 2, 2], 2.0, 1.0, &mut Rng::new(4)).unwrap();
     let mut opt = Adam::new(AdamConfig::adam()).unwrap();
     bn.forward(&x).unwrap().mul(&x).unwrap().sum_all().backward().unwrap();
     opt.step(&mut bn).unwrap();
@@ -287,7 +290,7 @@ fn batch_norm_running_stats_travel_with_a_checkpoint_and_are_not_optimized() {
 
 #[test]
 fn dropout_draws_a_fresh_reproducible_mask_per_call() {
-    let x = Tensor::ones(&[4096]);
+    let x = Tensor::ones(&[4096]).unwrap();
     let (a, b) = (Dropout::new(0.25, 42).unwrap(), Dropout::new(0.25, 42).unwrap());
     let a1 = a.forward(&x).unwrap().to_vec();
     let a2 = a.forward(&x).unwrap().to_vec();
@@ -307,7 +310,7 @@ fn dropout_draws_a_fresh_reproducible_mask_per_call() {
 fn dropout_is_the_identity_in_eval_and_rejects_bad_p() {
     let mut d = Dropout::new(0.5, 1).unwrap();
     d.set_training(false);
-    let x = Tensor::randn(&[10], 0.0, 1.0, &mut Rng::new(0));
+    let x = Tensor::randn(&[10], 0.0, 1.0, &mut Rng::new(0)).unwrap();
     assert_eq!(d.forward(&x).unwrap().to_vec(), x.to_vec());
     assert_eq!(d.calls(), 0, "eval calls draw no mask");
     for p in [-0.1, 1.5, f32::NAN] {
@@ -318,7 +321,7 @@ fn dropout_is_the_identity_in_eval_and_rejects_bad_p() {
 #[test]
 fn dropout_gradient_is_the_mask_scaled() {
     let d = Dropout::new(0.5, 3).unwrap();
-    let x = Tensor::ones(&[64]).into_variable();
+    let x = Tensor::ones(&[64]).unwrap().into_variable();
     let y = d.forward(&x).unwrap();
     y.sum_all().backward().unwrap();
     // y = x·m/(1-p), so dL/dx = m/(1-p) = y when x = 1.
@@ -330,7 +333,7 @@ fn multi_head_attention_names_shapes_and_gradcheck() {
     let attn = MultiHeadAttention::new(4, 2, false, &mut Rng::new(2)).unwrap();
     let names: Vec<String> = attn.named_parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "o.weight", "o.bias"]);
-    let x = Tensor::randn(&[2, 3, 4], 0.0, 1.0, &mut Rng::new(3)).into_variable();
+    let x = Tensor::randn(&[2, 3, 4], 0.0, 1.0, &mut Rng::new(3)).unwrap().into_variable();
     let mut inputs = vec![x];
     inputs.extend(attn.named_parameters().into_iter().map(|(_, p)| p));
     let f = |xs: &[Tensor]| {
@@ -345,7 +348,7 @@ fn multi_head_attention_names_shapes_and_gradcheck() {
 #[test]
 fn causal_attention_does_not_look_ahead() {
     let attn = MultiHeadAttention::new(8, 2, true, &mut Rng::new(5)).unwrap();
-    let x = Tensor::randn(&[1, 4, 8], 0.0, 1.0, &mut Rng::new(6)).into_variable();
+    let x = Tensor::randn(&[1, 4, 8], 0.0, 1.0, &mut Rng::new(6)).unwrap().into_variable();
     let y = attn.forward(&x).unwrap();
     // d y[:, 0] / d x: only position 0 may receive a gradient.
     y.narrow(1, 0, 1).unwrap().sum_all().backward().unwrap();
@@ -366,18 +369,24 @@ fn attention_and_blocks_reject_bad_widths() {
         ErrorKind::InvalidArgument { .. }
     ));
     let attn = MultiHeadAttention::new(8, 2, false, &mut Rng::new(0)).unwrap();
-    assert!(matches!(kind(attn.forward(&Tensor::zeros(&[2, 8])).unwrap_err()), ErrorKind::RankMismatch { .. }));
-    assert!(matches!(kind(attn.forward(&Tensor::zeros(&[1, 2, 6])).unwrap_err()), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(
+        kind(attn.forward(&Tensor::zeros(&[2, 8]).unwrap()).unwrap_err()),
+        ErrorKind::RankMismatch { .. }
+    ));
+    assert!(matches!(
+        kind(attn.forward(&Tensor::zeros(&[1, 2, 6]).unwrap()).unwrap_err()),
+        ErrorKind::ShapeMismatch { .. }
+    ));
     let block = TransformerBlock::new(8, 2, true, &mut Rng::new(0)).unwrap();
-    assert!(block.forward(&Tensor::zeros(&[1, 3, 4])).is_err());
+    assert!(block.forward(&Tensor::zeros(&[1, 3, 4]).unwrap()).is_err());
 }
 
 #[test]
 fn transformer_block_trains_under_adam() {
     let mut block = TransformerBlock::new(8, 2, true, &mut Rng::new(1)).unwrap();
     assert_eq!(block.num_parameters(), 2 * 8 + 4 * (64 + 8) + 2 * 8 + (8 * 32 + 32) + (32 * 8 + 8));
-    let x = Tensor::randn(&[2, 4, 8], 0.0, 1.0, &mut Rng::new(2));
-    let target = Tensor::randn(&[2, 4, 8], 0.0, 1.0, &mut Rng::new(3));
+    let x = Tensor::randn(&[2, 4, 8], 0.0, 1.0, &mut Rng::new(2)).unwrap();
+    let target = Tensor::randn(&[2, 4, 8], 0.0, 1.0, &mut Rng::new(3)).unwrap();
     let mut opt = Adam::new(AdamConfig { lr: 1e-2, ..AdamConfig::adam() }).unwrap();
     let loss = |b: &TransformerBlock| -> Tensor {
         let d = b.forward(&x).unwrap().sub(&target).unwrap();

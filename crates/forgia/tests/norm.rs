@@ -47,16 +47,16 @@ fn normalization_gradients_pass_gradcheck() {
         );
     }
     check(
-        |v| v[0].batch_norm(&mut RunningStats::new(4), Some(&v[1]), Some(&v[2]), true, 1e-5),
+        |v| v[0].batch_norm(&mut RunningStats::new(4).unwrap(), Some(&v[1]), Some(&v[2]), true, 1e-5),
         &[x4.clone(), wc.clone(), bc.clone()],
         "batch_norm train",
     );
     check(
-        |v| v[0].slice(3, 0, 3, 2)?.batch_norm(&mut RunningStats::new(4), None, Some(&v[1]), true, 1e-5),
+        |v| v[0].slice(3, 0, 3, 2)?.batch_norm(&mut RunningStats::new(4).unwrap(), None, Some(&v[1]), true, 1e-5),
         &[x4.clone(), bc.clone()],
         "batch_norm sliced, bias only",
     );
-    let mut stats = RunningStats::new(4);
+    let mut stats = RunningStats::new(4).unwrap();
     stats.var = Tensor::from_vec(vec![0.5, 1.0, 2.0, 4.0], &[4]).unwrap();
     check(
         |v| v[0].batch_norm(&mut stats.clone(), Some(&v[1]), Some(&v[2]), false, 1e-5),
@@ -69,7 +69,7 @@ fn normalization_gradients_pass_gradcheck() {
 fn batch_norm_updates_running_statistics_like_torch() {
     // Channel values [1, 3] (N=2, one position): batch mean 2, unbiased var 2.
     let x = Tensor::from_vec(vec![1.0, 3.0], &[2, 1]).unwrap();
-    let mut stats = RunningStats::new(1);
+    let mut stats = RunningStats::new(1).unwrap();
     x.batch_norm(&mut stats, None, None, true, 1e-5).unwrap();
     assert!((stats.mean.to_vec()[0] - 0.2).abs() < 1e-6);
     assert!((stats.var.to_vec()[0] - (0.9 + 0.2)).abs() < 1e-6);
@@ -97,7 +97,7 @@ fn normalization_matches_the_jax_goldens() {
             }
             "rms_norm" => v[0].rms_norm(Some(&v[1]), eps),
             "batch_norm_train" => {
-                v[0].batch_norm(&mut RunningStats::new(v[1].numel()), Some(&v[1]), Some(&v[2]), true, eps)
+                v[0].batch_norm(&mut RunningStats::new(v[1].numel()).unwrap(), Some(&v[1]), Some(&v[2]), true, eps)
             }
             _ => v[0].group_norm(case.attrs["groups"].as_u64().unwrap() as usize, Some(&v[1]), Some(&v[2]), eps),
         });
@@ -115,18 +115,24 @@ fn normalization_needs_create_graph_support_only_where_fused() {
 
 #[test]
 fn bad_normalization_inputs_are_named_errors() {
-    let x = Tensor::zeros(&[2, 4, 3]);
+    let x = Tensor::zeros(&[2, 4, 3]).unwrap();
     let kind = |r: forgia::Result<Tensor>| r.unwrap_err().into_kind();
     assert!(matches!(kind(x.layer_norm(&[4], None, None, 1e-5)), ErrorKind::ShapeMismatch { .. }));
-    assert!(matches!(kind(x.layer_norm(&[3], Some(&Tensor::ones(&[4])), None, 1e-5)), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(
+        kind(x.layer_norm(&[3], Some(&Tensor::ones(&[4]).unwrap()), None, 1e-5)),
+        ErrorKind::ShapeMismatch { .. }
+    ));
     assert!(matches!(kind(x.layer_norm(&[3], None, None, -1.0)), ErrorKind::InvalidArgument { arg: "eps", .. }));
-    assert!(matches!(kind(x.rms_norm(Some(&Tensor::ones(&[4])), 1e-5)), ErrorKind::ShapeMismatch { .. }));
+    assert!(matches!(kind(x.rms_norm(Some(&Tensor::ones(&[4]).unwrap()), 1e-5)), ErrorKind::ShapeMismatch { .. }));
     assert!(matches!(kind(x.group_norm(3, None, None, 1e-5)), ErrorKind::InvalidArgument { arg: "groups", .. }));
-    assert!(matches!(kind(Tensor::zeros(&[4]).group_norm(1, None, None, 1e-5)), ErrorKind::RankMismatch { .. }));
-    let mut stats = RunningStats::new(3);
+    assert!(matches!(
+        kind(Tensor::zeros(&[4]).unwrap().group_norm(1, None, None, 1e-5)),
+        ErrorKind::RankMismatch { .. }
+    ));
+    let mut stats = RunningStats::new(3).unwrap();
     assert!(matches!(kind(x.batch_norm(&mut stats, None, None, true, 1e-5)), ErrorKind::ShapeMismatch { .. }));
-    let one = Tensor::zeros(&[1, 4]);
-    let mut stats = RunningStats::new(4);
+    let one = Tensor::zeros(&[1, 4]).unwrap();
+    let mut stats = RunningStats::new(4).unwrap();
     assert!(matches!(
         kind(one.batch_norm(&mut stats, None, None, true, 1e-5)),
         ErrorKind::InvalidArgument { arg: "x", .. }

@@ -203,9 +203,9 @@ fn bad_optimizer_state_is_rejected_without_changing_anything() {
     let mut missing = good.clone();
     missing.retain(|(k, _)| k != "lr");
     let mut extra = good.clone();
-    extra.push(("c.momentum_buffer".into(), Tensor::zeros(&[1])));
+    extra.push(("c.momentum_buffer".into(), Tensor::zeros(&[1]).unwrap()));
     let mut misshaped = good.clone();
-    misshaped.iter_mut().filter(|(k, _)| k == "a.momentum_buffer").for_each(|(_, t)| *t = Tensor::zeros(&[2]));
+    misshaped.iter_mut().filter(|(k, _)| k == "a.momentum_buffer").for_each(|(_, t)| *t = Tensor::zeros(&[2]).unwrap());
     for bad in [missing, extra, misshaped] {
         let e = opt.load_state(&m, &bad).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::InvalidArgument { arg: "state", .. }), "{e}");

@@ -71,7 +71,7 @@ impl Graph {
             .iter()
             .map(|l| {
                 let mut rng = Rng::new(l.seed);
-                let t = Tensor::rand(&l.shape, -1.2, 1.2, &mut rng);
+                let t = Tensor::rand(&l.shape, -1.2, 1.2, &mut rng).unwrap();
                 if l.variable {
                     t.into_variable()
                 } else {
@@ -119,7 +119,7 @@ fn evaluate(graph: &Graph, leaves: &[Tensor], kinks: &Kinks) -> Result<Tensor> {
 
 fn stack_sums(sinks: &[&Tensor]) -> Result<Tensor> {
     let k = sinks.len().max(1);
-    let mut out = Tensor::zeros(&[k]);
+    let mut out = Tensor::zeros(&[k]).unwrap();
     for (j, s) in sinks.iter().enumerate() {
         let mut column = vec![0.0; k];
         column[j] = 1.0;
@@ -341,14 +341,14 @@ fn options(eps: f64, long: bool, scale: f64) -> GradcheckOptions {
 fn gradient_scale(f: impl Fn(&[Tensor]) -> Result<Tensor>, leaves: &[Tensor]) -> Result<f64> {
     let fresh: Vec<Tensor> = leaves
         .iter()
-        .map(|t| if t.is_variable() { t.detach().contiguous().into_variable() } else { t.clone() })
+        .map(|t| if t.is_variable() { t.detach().contiguous().unwrap().into_variable() } else { t.clone() })
         .collect();
     let y = f(&fresh)?;
     if !y.requires_grad() {
         return Ok(0.0);
     }
     let seed = GradcheckOptions::default().seed;
-    y.backward_with_grad(&Tensor::randn(y.shape(), 0.0, 1.0, &mut Rng::new(seed)))?;
+    y.backward_with_grad(&Tensor::randn(y.shape(), 0.0, 1.0, &mut Rng::new(seed)).unwrap())?;
     let max = |g: Tensor| g.to_vec().iter().fold(0.0f64, |m, v| m.max(v.abs() as f64));
     Ok(fresh.iter().filter_map(Tensor::grad).map(max).fold(0.0, f64::max))
 }

@@ -57,7 +57,7 @@ fn a_hundred_thousand_branches_summed_by_a_long_add_chain_backpropagate_and_drop
     let values = [0.7f32];
     let x = Tensor::variable(values.to_vec(), &[1]).unwrap();
     let h = x.scale(0.5);
-    let mut total = Tensor::zeros(&[1]);
+    let mut total = Tensor::zeros(&[1]).unwrap();
     for b in branches(&h) {
         total = total.add(&b).unwrap(); // a 100,000-deep chain, each link with a side branch
     }

@@ -162,7 +162,7 @@ fn concat_stack_split_chunk_give_literal_values() {
     assert_eq!(sizes, vec![2, 2, 1]);
     assert_eq!(parts[2].to_vec(), vec![4.0]);
     // torch.chunk may return fewer parts: 4 elements in 3 chunks -> [2, 2]
-    assert_eq!(Tensor::zeros(&[4]).chunk(3, 0).unwrap().len(), 2);
+    assert_eq!(Tensor::zeros(&[4]).unwrap().chunk(3, 0).unwrap().len(), 2);
     let sp = a.split(0, &[1, 1]).unwrap();
     assert_eq!(sp[1].to_vec(), vec![3.0, 4.0]);
 }
@@ -217,8 +217,8 @@ fn shape_ops_pass_gradcheck_on_contiguous_and_strided_inputs() {
 
 #[test]
 fn bad_shape_arguments_are_named_errors() {
-    let a = Tensor::zeros(&[2, 3]);
-    let b = Tensor::zeros(&[3, 3]);
+    let a = Tensor::zeros(&[2, 3]).unwrap();
+    let b = Tensor::zeros(&[3, 3]).unwrap();
     let kind = |r: Result<Tensor>| r.err().unwrap().into_kind();
     assert!(matches!(kind(Tensor::concat(&[&a, &b], 1)), ErrorKind::ShapeMismatch { op: "concat", .. }));
     assert!(matches!(kind(Tensor::concat(&[], 0)), ErrorKind::InvalidArgument { op: "concat", .. }));

@@ -39,9 +39,9 @@ impl Leaves {
     fn new(seed: u64, hidden: usize) -> Leaves {
         let mut rng = Rng::new(seed);
         Leaves {
-            w1: Tensor::randn(&[16, hidden], 0.0, 0.3, &mut rng).into_variable(),
-            b1: Tensor::randn(&[hidden], 0.0, 0.1, &mut rng).into_variable(),
-            w2: Tensor::randn(&[hidden, 4], 0.0, 0.3, &mut rng).into_variable(),
+            w1: Tensor::randn(&[16, hidden], 0.0, 0.3, &mut rng).unwrap().into_variable(),
+            b1: Tensor::randn(&[hidden], 0.0, 0.1, &mut rng).unwrap().into_variable(),
+            w2: Tensor::randn(&[hidden, 4], 0.0, 0.3, &mut rng).unwrap().into_variable(),
         }
     }
 
@@ -52,7 +52,7 @@ impl Leaves {
     /// A graph with fan-out (h used twice), a diamond through a transposed view, a strided
     /// slice and a broadcast bias. `batch` rows of input drawn from `seed`.
     fn loss(&self, seed: u64, batch: usize) -> Tensor {
-        let x = Tensor::randn(&[batch, 16], 0.0, 1.0, &mut Rng::new(seed));
+        let x = Tensor::randn(&[batch, 16], 0.0, 1.0, &mut Rng::new(seed)).unwrap();
         let h = x.matmul(&self.w1).unwrap().add(&self.b1).unwrap().tanh();
         let gram = h.matmul(&h.transpose(0, 1).unwrap()).unwrap().scale(0.01); // [batch, batch]
         let y = h.matmul(&self.w2).unwrap().relu();

@@ -64,10 +64,10 @@ fn broadcast_squeeze_unsqueeze_and_flatten_are_views_with_the_right_values() {
 #[test]
 fn contiguous_copies_only_when_needed() {
     let x = iota(&[3, 4]);
-    assert!(x.contiguous().shares_storage(&x));
+    assert!(x.contiguous().unwrap().shares_storage(&x));
     let t = x.transpose(0, 1).unwrap();
     assert!(!t.is_contiguous());
-    let c = t.contiguous();
+    let c = t.contiguous().unwrap();
     assert!(c.is_contiguous() && !c.shares_storage(&x));
     assert_eq!(c.to_vec(), t.to_vec());
     // Reshape of strided data copies, and is still right.
@@ -90,8 +90,8 @@ fn axis_names_work_as_axis_arguments() {
 fn gemm_matches_a_triple_loop_for_transposed_strided_and_batched_operands() {
     let mut rng = Rng::new(11);
     for &(m, k, n) in &[(1, 1, 1), (7, 33, 1), (33, 7, 257), (257, 33, 7)] {
-        let a = Tensor::randn(&[k, m], 0.0, 1.0, &mut rng).transpose(0, 1).unwrap(); // transposed view
-        let big = Tensor::randn(&[k, 2 * n], 0.0, 1.0, &mut rng);
+        let a = Tensor::randn(&[k, m], 0.0, 1.0, &mut rng).unwrap().transpose(0, 1).unwrap(); // transposed view
+        let big = Tensor::randn(&[k, 2 * n], 0.0, 1.0, &mut rng).unwrap();
         let b = big.slice(1, 0, 2 * n as isize, 2).unwrap(); // strided view
         let c = a.matmul(&b).unwrap();
         let (av, bv, cv) = (a.to_vec(), b.to_vec(), c.to_vec());
@@ -103,8 +103,8 @@ fn gemm_matches_a_triple_loop_for_transposed_strided_and_batched_operands() {
         }
     }
     // Batched, with a broadcast batch axis on the right operand.
-    let a = Tensor::randn(&[3, 4, 5], 0.0, 1.0, &mut rng);
-    let b = Tensor::randn(&[5, 2], 0.0, 1.0, &mut rng);
+    let a = Tensor::randn(&[3, 4, 5], 0.0, 1.0, &mut rng).unwrap();
+    let b = Tensor::randn(&[5, 2], 0.0, 1.0, &mut rng).unwrap();
     let c = a.matmul(&b).unwrap();
     for bi in 0..3 {
         let ci = a.narrow(0, bi, 1).unwrap().squeeze(0).unwrap().matmul(&b).unwrap();

@@ -397,7 +397,8 @@ fn a_checkpoint_of_a_tied_model_round_trips_with_the_tie_intact() {
     let saved = model.wte.weight.to_vec();
 
     // A freshly built tied model with other values loads it, tie and all.
-    let zeros: HashMap<String, Tensor> = g.init.iter().map(|(n, t)| (n.clone(), Tensor::zeros_like(t))).collect();
+    let zeros: HashMap<String, Tensor> =
+        g.init.iter().map(|(n, t)| (n.clone(), Tensor::zeros_like(t).unwrap())).collect();
     let mut fresh = TinyLm::new(&zeros, g.ln_eps);
     let mut fresh_opt = g.optimizer();
     io::load_checkpoint(&mut fresh, &mut fresh_opt, &path).unwrap();

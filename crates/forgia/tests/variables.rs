@@ -123,7 +123,7 @@ fn a_tied_parameter_is_saved_once_and_its_tie_survives_a_load() {
     forgia::io::save_model(&path, &model).unwrap();
     let names: Vec<String> = forgia::io::load(&path).unwrap().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["first.weight"]);
-    let mut fresh = Tied { first: Tensor::variable(vec![0.0; 3], &[3]).unwrap(), second: Tensor::zeros(&[3]) };
+    let mut fresh = Tied { first: Tensor::variable(vec![0.0; 3], &[3]).unwrap(), second: Tensor::zeros(&[3]).unwrap() };
     fresh.second = fresh.first.clone();
     forgia::io::load_into(&mut fresh, &path).unwrap();
     assert_eq!(fresh.second.to_vec(), model.first.to_vec());

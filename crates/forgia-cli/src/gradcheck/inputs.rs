@@ -14,17 +14,17 @@ fn numel(shape: &[usize]) -> usize {
 
 fn make(values: Vec<f32>, shape: &[usize]) -> Tensor {
     // The generators below always produce `numel(shape)` values.
-    Tensor::from_vec(values, shape).unwrap_or_else(|_| Tensor::zeros(shape))
+    Tensor::from_vec(values, shape).unwrap_or_else(|_| Tensor::zeros(shape).expect("a small fixed shape"))
 }
 
 /// A variable of standard normal values.
 pub(super) fn normal(shape: &[usize], rng: &mut Rng) -> Tensor {
-    Tensor::randn(shape, 0.0, 1.0, rng).into_variable()
+    Tensor::randn(shape, 0.0, 1.0, rng).expect("a small fixed shape").into_variable()
 }
 
 /// A variable of values in `[0.5, 2]` (inside the domain of log, sqrt, reciprocal, pow).
 pub(super) fn positive(shape: &[usize], rng: &mut Rng) -> Tensor {
-    Tensor::rand(shape, 0.5, 2.0, rng).into_variable()
+    Tensor::rand(shape, 0.5, 2.0, rng).expect("a small fixed shape").into_variable()
 }
 
 /// A variable whose values are at least 0.2 away from 0 (ReLU, abs, leaky ReLU).

@@ -262,7 +262,7 @@ mod tests {
     fn the_cnn_has_the_documented_shapes() {
         let model = Cnn::new(0, false).unwrap();
         assert_eq!(model.num_parameters(), 32 * 25 + 32 + 64 * 32 * 25 + 64 + 3136 * 128 + 128 + 1280 + 10);
-        let y = model.forward(&Tensor::zeros(&[2, 1, 28, 28]), 0).unwrap();
+        let y = model.forward(&Tensor::zeros(&[2, 1, 28, 28]).unwrap(), 0).unwrap();
         assert_eq!(y.shape(), [2, 10]);
     }
 }

@@ -72,7 +72,7 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
             }
             Some(s) => Some(if options.create_graph { (*s).clone() } else { s.detach() }),
             None if !node.leaf && node.grad.lock().acc.is_some() => None,
-            None if out.numel() == 1 => Some(Tensor::ones(out.shape())),
+            None if out.numel() == 1 => Some(Tensor::ones(out.shape())?),
             None => return fail(ErrorKind::MissingOutputGradient { shape: out.shape().to_vec() }),
         };
         roots.push((node, seed));
@@ -96,7 +96,10 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
     let mut ready: Vec<Arc<Node>> = Vec::new();
     for (node, seed) in &roots {
         if let Some(s) = seed {
-            accumulate(node, s.clone(), options.create_graph);
+            if let Err(e) = accumulate(node, s.clone(), options.create_graph) {
+                rollback(&visited, pass_id);
+                return Err(e);
+            }
         }
         // AcqRel: see `fire`.
         if !node.leaf && node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -233,7 +236,7 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
             if let Some(g) = &g {
                 let kept = match slot.retained.take() {
                     None => g.clone(),
-                    Some(r) => sum(*r, g, options.create_graph),
+                    Some(r) => sum(*r, g, options.create_graph).map_err(|(_, e)| e)?,
                 };
                 slot.retained = Some(Box::new(kept));
             }
@@ -254,7 +257,7 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     for (i, parent) in edge.parents.iter().enumerate() {
         let Some(parent) = parent else { continue };
         if let Some(g) = grads.as_mut().and_then(|gs| gs[i].take()) {
-            accumulate(parent, g, options.create_graph);
+            accumulate(parent, g, options.create_graph)?;
         }
         // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
         // every contribution the other threads delivered before their decrements.
@@ -296,15 +299,20 @@ fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &[Option<Tensor
 }
 
 /// Adds a contribution to a node's accumulator under its lock.
-pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) {
+///
+/// # Errors
+/// `OutOfMemory` when the sum needs a fresh buffer that cannot be allocated (the accumulator
+/// is then left as it was).
+pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result<()> {
     let mut slot = node.grad.lock();
     slot.acc = Some(match slot.acc.take() {
         None => Box::new(g),
-        Some(mut acc) => {
-            *acc = sum(*acc, &g, differentiable);
-            acc
-        }
+        Some(acc) => Box::new(sum(*acc, &g, differentiable).map_err(|(acc, e)| {
+            slot.acc = Some(Box::new(acc));
+            e
+        })?),
     });
+    Ok(())
 }
 
 /// `acc + g` for gradient accumulation: in place when `acc` owns its buffer outright, else a
@@ -312,12 +320,20 @@ pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) {
 /// In a `create_graph` pass the sum is itself recorded ([`GradSum`]), so the accumulated
 /// gradient stays differentiable. Both operands have the node's shape (checked when each
 /// contribution arrived); their axis names play no part.
-fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> Tensor {
+///
+/// # Errors
+/// The error of a failed allocation, with `acc` handed back unchanged.
+fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result<Tensor, (Tensor, Error)> {
     let recorded = differentiable && (acc.node.is_some() || g.node.is_some());
     if !recorded {
         if let Some(dst) = acc.exclusive_mut() {
-            g.with_data(|src| crate::kernels::pointwise::add_assign(dst, src));
-            return acc;
+            if let Err(e) = g.try_with_data("backward", |src| {
+                crate::kernels::pointwise::add_assign(dst, src);
+                Ok(())
+            }) {
+                return Err((acc, e));
+            }
+            return Ok(acc);
         }
     }
     let data = crate::kernels::pointwise::zip_broadcast(
@@ -327,12 +343,15 @@ fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> Tensor {
         &g.layout,
         |a, b| a + b,
     );
-    let value = Tensor::from_parts(data, acc.shape());
+    let value = match data {
+        Ok(data) => Tensor::from_parts(data, acc.shape()),
+        Err(e) => return Err((acc, e)),
+    };
     if !recorded {
-        return value;
+        return Ok(value);
     }
     let _mode = set_grad_enabled(true);
-    attach(value, &[&acc, g], || GradSum)
+    Ok(attach(value, &[&acc, g], || GradSum))
 }
 
 /// The record of a gradient sum in a `create_graph` pass: `y = a + b`, backward `ga = gb = gy`.

@@ -37,7 +37,7 @@ impl Backward for Fault {
 }
 
 fn fault(x: &Tensor, failures: &Arc<AtomicUsize>) -> Tensor {
-    attach(x.detach().contiguous_data(), &[x], || Fault { failures: failures.clone() })
+    attach(x.detach().contiguous_data().unwrap(), &[x], || Fault { failures: failures.clone() })
 }
 
 /// A random graph over two variables and a constant, every value of shape `[r, c]`, with
@@ -51,9 +51,9 @@ struct Built {
 
 fn build(seed: u64, ops: usize, fault_at: usize, failures: &Arc<AtomicUsize>, (r, c): (usize, usize)) -> Built {
     let mut rng = Rng::new(seed);
-    let w = Tensor::rand(&[r, c], -1.0, 1.0, &mut Rng::new(1)).into_variable();
-    let b = Tensor::rand(&[c], -1.0, 1.0, &mut Rng::new(2)).into_variable();
-    let k = Tensor::rand(&[r, c], -1.0, 1.0, &mut Rng::new(3));
+    let w = Tensor::rand(&[r, c], -1.0, 1.0, &mut Rng::new(1)).unwrap().into_variable();
+    let b = Tensor::rand(&[c], -1.0, 1.0, &mut Rng::new(2)).unwrap().into_variable();
+    let k = Tensor::rand(&[r, c], -1.0, 1.0, &mut Rng::new(3)).unwrap();
     let mut nodes = vec![w.add(&b).unwrap(), w.mul(&k).unwrap(), b.tanh().broadcast_to(&[r, c]).unwrap()];
     let mut used = vec![false; nodes.len() + ops];
     for i in 0..ops {
@@ -261,7 +261,7 @@ fn a_failing_pass_rolls_back_only_its_own_nodes_while_another_pass_claims_the_fi
         let failures = Arc::new(AtomicUsize::new(1));
         let x = Tensor::variable(vec![0.5], &[1]).unwrap();
         let record = || Gate { entered: entered.clone(), go: go.clone(), failures: failures.clone() };
-        let gated = attach(x.detach().contiguous_data(), &[&x], record);
+        let gated = attach(x.detach().contiguous_data().unwrap(), &[&x], record);
         let mut chain = vec![gated];
         for _ in 0..200_000 {
             let next = chain[chain.len() - 1].add_scalar(0.0);

@@ -79,11 +79,11 @@ pub fn gradcheck(
     // Analytic: fresh leaves so earlier gradients do not leak in.
     let leaves: Vec<Tensor> = inputs
         .iter()
-        .map(|t| if t.is_variable() { t.detach().contiguous_data().into_variable() } else { t.clone() })
-        .collect();
+        .map(|t| Ok(if t.is_variable() { t.detach().contiguous_data()?.into_variable() } else { t.clone() }))
+        .collect::<Result<_>>()?;
     let y = f(&leaves).map_err(nest)?;
     let mut rng = Rng::new(options.seed);
-    let cot = if y.numel() == 1 { Tensor::ones(y.shape()) } else { Tensor::randn(y.shape(), 0.0, 1.0, &mut rng) };
+    let cot = if y.numel() == 1 { Tensor::ones(y.shape())? } else { Tensor::randn(y.shape(), 0.0, 1.0, &mut rng)? };
     let cot_data = cot.to_vec();
     if y.requires_grad() {
         y.backward_with_grad(&cot).map_err(nest)?;

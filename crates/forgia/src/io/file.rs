@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{Size, Tensor};
 
 /// The metadata key of the checksum.
 const CHECKSUM_KEY: &str = "forgia.checksum";
@@ -121,7 +121,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 /// # Errors
 /// `Io` when the file cannot be read; `Checkpoint` when it is not a valid safetensors file
 /// (truncated, malformed header, offsets out of range), holds a dtype other than F32, or fails
-/// its forgia checksum.
+/// its forgia checksum; `SizeOverflow` for a header shape whose size overflows.
 pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
@@ -146,6 +146,8 @@ pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
                 format!("tensor {name:?} has dtype {:?}, only F32 is read", view.dtype()),
             ));
         }
+        // The header's shape, checked before anything is allocated for it.
+        Size::of("load", view.shape())?;
         let data: Vec<f32> = view
             .data()
             .chunks_exact(4)

@@ -10,6 +10,9 @@
 
 mod tile;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::Result;
 use rayon::prelude::*;
 
 use self::tile::{matmul, Dest, Products, Tri};
@@ -240,21 +243,36 @@ fn split(buf: &mut [f32], n: usize) -> Vec<&mut [f32]> {
 
 /// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks, in parallel when there
 /// are several. `scratch` holds `2·Sq·Sk + Sk·max(D, Dv)` floats.
-fn chunks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut [f32]) + Sync) {
+///
+/// # Errors
+/// `OutOfMemory` when a scratch buffer cannot be allocated (its size is the caller's: the
+/// op checked `Sq·Sk` first).
+fn chunks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut [f32]) + Sync) -> Result<()> {
     let scratch = 2 * g.sq * g.sk + g.sk * g.d.max(g.dv);
+    let new = || crate::tensor::Scratch::new("attention", scratch);
     if items.len() > 1 {
+        // Relaxed: the pool's join publishes every task's store before `install` returns.
+        let failed = AtomicBool::new(false);
         parallel::install(|| {
-            items
-                .par_iter_mut()
-                .enumerate()
-                .for_each_init(|| crate::tensor::Scratch::new(scratch), |s, (c, t)| f(c, t, s))
+            items.par_iter_mut().enumerate().for_each_init(
+                || new().ok(),
+                |s, (c, t)| match s {
+                    Some(s) => f(c, t, s),
+                    None => failed.store(true, Ordering::Relaxed),
+                },
+            )
         });
+        if failed.load(Ordering::Relaxed) {
+            let bytes = crate::tensor::Size::bytes(scratch).unwrap_or(usize::MAX);
+            return crate::error::fail(crate::error::ErrorKind::OutOfMemory { op: "attention", bytes });
+        }
     } else {
-        let mut s = crate::tensor::Scratch::new(scratch);
+        let mut s = new()?;
         for (c, t) in items.iter_mut().enumerate() {
             f(c, t, &mut s);
         }
     }
+    Ok(())
 }
 
 /// Forward: returns the output (`group` blocks per chunk laid out by `out`, `B·H·Sq·Dv` floats)
@@ -265,7 +283,7 @@ pub(crate) fn forward(
     qkv: (Heads<'_>, Heads<'_>, Heads<'_>),
     mask: Option<MaskRef<'_>>,
     out: (usize, Out),
-) -> (Vec<f32>, Vec<f32>) {
+) -> Result<(Vec<f32>, Vec<f32>)> {
     forward_by(products(g), g, qkv, mask, out)
 }
 
@@ -276,11 +294,11 @@ fn forward_by(
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     mask: Option<MaskRef<'_>>,
     (group, out): (usize, Out),
-) -> (Vec<f32>, Vec<f32>) {
-    let mut y = crate::tensor::buffer(g.bh * g.sq * g.dv);
-    let mut lse = crate::tensor::buffer(g.bh * g.sq);
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let mut y = crate::tensor::buffer("attention", g.bh * g.sq * g.dv)?;
+    let mut lse = crate::tensor::buffer("attention", g.bh * g.sq)?;
     if g.bh == 0 || g.sq == 0 {
-        return (y, lse);
+        return Ok((y, lse));
     }
     let n = g.bh / group;
     let mut items: Vec<(&mut [f32], &mut [f32])> = split(&mut y, n).into_iter().zip(split(&mut lse, n)).collect();
@@ -303,8 +321,8 @@ fn forward_by(
                 }
             },
         )
-    });
-    (y, lse)
+    })?;
+    Ok((y, lse))
 }
 
 /// Gradients of one attention call, each laid out like the forward output (`group` blocks
@@ -329,7 +347,7 @@ pub(crate) fn backward(
     saved: (Heads<'_>, &[f32], Heads<'_>),
     mask: Option<MaskRef<'_>>,
     grads: AttnGrads<'_>,
-) {
+) -> Result<()> {
     backward_by(products(g), g, qkv, saved, mask, grads)
 }
 
@@ -341,16 +359,16 @@ fn backward_by(
     (o, lse, go): (Heads<'_>, &[f32], Heads<'_>),
     mask: Option<MaskRef<'_>>,
     grads: AttnGrads<'_>,
-) {
+) -> Result<()> {
     let (sq, sk, group) = (g.sq, g.sk, grads.group);
     if g.bh == 0 {
-        return;
+        return Ok(());
     }
     if sq == 0 {
         // No query sees a key: dk and dv are sums over nothing.
         grads.dk.fill(0.0);
         grads.dv.fill(0.0);
-        return;
+        return Ok(());
     }
     let n = g.bh / group;
     let ds_chunks: Vec<Option<&mut [f32]>> = match grads.ds {
@@ -412,7 +430,7 @@ fn backward_by(
                 }
             },
         )
-    });
+    })
 }
 
 #[cfg(test)]
@@ -445,8 +463,8 @@ mod tests {
             let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * h * d, 2), data(b * sk * h * dv, 3));
             let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, h, d)), interleaved(&vd, (sk, h, dv)));
             let out = (h, Out { head: dv, row: h * dv });
-            let (y1, l1) = forward_by(Products::Tiles, &g, qkv, None, out);
-            let (y2, l2) = forward_by(Products::Gemm, &g, qkv, None, out);
+            let (y1, l1) = forward_by(Products::Tiles, &g, qkv, None, out).unwrap();
+            let (y2, l2) = forward_by(Products::Gemm, &g, qkv, None, out).unwrap();
             close(&y1, &y2, "output");
             close(&l1, &l2, "lse");
             let god = data(y1.len(), 4);
@@ -456,7 +474,7 @@ mod tests {
                 let layouts =
                     [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }];
                 let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dvv, ds: None, group: h, layouts };
-                backward_by(how, &g, qkv, saved, None, grads);
+                backward_by(how, &g, qkv, saved, None, grads).unwrap();
                 [dq, dk, dvv]
             };
             for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {

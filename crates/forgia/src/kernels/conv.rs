@@ -3,6 +3,9 @@
 //! `[O, C/groups, kh, kw]`: conv2d maps image → columns, conv_transpose2d maps columns → image
 //! with the same three batch kernels (`forward`, `backward_data`, `backward_weight`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::Result;
 use rayon::prelude::*;
 
 use super::gemm::{gemm, MatRef};
@@ -148,22 +151,36 @@ fn per_sample<T: Send>(
     items: &mut [T],
     scratch_len: usize,
     f: impl Fn(usize, &mut T, &mut Vec<f32>) + Sync,
-) {
+) -> Result<()> {
+    let new = || crate::tensor::alloc("conv2d", scratch_len);
     if g.parallel() {
+        // Relaxed: the pool's join publishes every task's store before `install` returns.
+        let failed = AtomicBool::new(false);
         parallel::install(|| {
-            items.par_iter_mut().enumerate().for_each_init(|| vec![0.0f32; scratch_len], |s, (i, t)| f(i, t, s))
+            items.par_iter_mut().enumerate().for_each_init(
+                || new().ok(),
+                |s, (i, t)| match s {
+                    Some(s) => f(i, t, s),
+                    None => failed.store(true, Ordering::Relaxed),
+                },
+            )
         });
+        if failed.load(Ordering::Relaxed) {
+            let bytes = crate::tensor::Size::bytes(scratch_len).unwrap_or(usize::MAX);
+            return crate::error::fail(crate::error::ErrorKind::OutOfMemory { op: "conv2d", bytes });
+        }
     } else {
-        let mut s = vec![0.0f32; scratch_len];
+        let mut s = new()?;
         for (i, t) in items.iter_mut().enumerate() {
             f(i, t, &mut s);
         }
     }
+    Ok(())
 }
 
 /// Image → columns: `y[n] = W · im2col(x[n])` per group. `x` is `[N, C, H, W]`, `w` is
 /// `[O, C/groups, kh, kw]`, `y` is `[N, O, OH, OW]` (overwritten).
-pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32]) {
+pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32]) -> Result<()> {
     let (og, kg, ohw, il) = (g.og(), g.kg(), g.ohw(), g.image_len());
     let scratch = if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw };
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
@@ -179,12 +196,12 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32]) {
             let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
             gemm(og, ohw, kg, packed(w, grp * og * kg, kg), packed(src, grp * kg * ohw, ohw), c, false, 1.0);
         }
-    });
+    })
 }
 
 /// Columns → image: `x[n] = col2im(Wᵀ · y[n])` per group (the input gradient of conv2d, the
 /// forward of conv_transpose2d). `x` is overwritten.
-pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32]) {
+pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32]) -> Result<()> {
     let (og, kg, ohw, cl) = (g.og(), g.kg(), g.ohw(), g.cols_len());
     let scratch = if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw };
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
@@ -199,19 +216,19 @@ pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32]) {
             xn.fill(0.0);
             col2im(g, cols, xn);
         }
-    });
+    })
 }
 
 /// The weight gradient `gw = Σ_n y[n] · im2col(x[n])ᵀ` per group, `[O, C/groups, kh, kw]`.
 /// The batch is split into one slice per thread, each accumulating its own partial sum.
-pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32]) -> Vec<f32> {
+pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32]) -> Result<Vec<f32>> {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
     let wlen = g.o * kg;
     let parts = if g.parallel() { parallel::num_threads().min(g.n).max(1) } else { 1 };
     let per = g.n.div_ceil(parts);
-    let partial = |p: usize| -> Vec<f32> {
-        let mut gw = crate::tensor::zeroed(wlen);
-        let mut cols = crate::tensor::zeroed(if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw });
+    let partial = |p: usize| -> Result<Vec<f32>> {
+        let mut gw = crate::tensor::zeroed("conv2d", wlen)?;
+        let mut cols = crate::tensor::zeroed("conv2d", if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw })?;
         for n in p * per..((p + 1) * per).min(g.n) {
             let xn = &x[n * il..(n + 1) * il];
             let src: &[f32] = if g.is_pointwise() {
@@ -227,19 +244,19 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32]) -> Vec<f32> {
                 gemm(og, kg, ohw, a, transposed(src, grp * kg * ohw, ohw), c, n > p * per, 1.0);
             }
         }
-        gw
+        Ok(gw)
     };
     if parts == 1 {
         return partial(0);
     }
-    let partials: Vec<Vec<f32>> = parallel::install(|| (0..parts).into_par_iter().map(partial).collect());
+    let partials: Vec<Vec<f32>> = parallel::install(|| (0..parts).into_par_iter().map(partial).collect::<Result<_>>())?;
     let mut out = partials[0].clone();
     for p in &partials[1..] {
         for (o, v) in out.iter_mut().zip(p) {
             *o += v;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Adds `b[ch]` to every element of channel `ch` of `[N, C, S]`.
@@ -254,12 +271,12 @@ pub(crate) fn add_channel_bias(y: &mut [f32], b: &[f32], spatial: usize) {
 }
 
 /// The per-channel sum of `[N, C, S]`: the bias gradient.
-pub(crate) fn channel_sum(y: &[f32], c: usize, spatial: usize) -> Vec<f32> {
-    let mut out = crate::tensor::zeroed(c);
+pub(crate) fn channel_sum(y: &[f32], c: usize, spatial: usize) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::zeroed("conv2d", c)?;
     for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
         out[i % c] += plane.iter().sum::<f32>();
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -284,9 +301,9 @@ mod tests {
         };
         let x: Vec<f32> = (0..g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
         let y: Vec<f32> = (0..g.c * 6 * g.ohw()).map(|i| (i % 5) as f32 - 2.0).collect();
-        let mut cols = crate::tensor::zeroed(y.len());
+        let mut cols = crate::tensor::zeroed("test", y.len()).unwrap();
         im2col(&g, &x, &mut cols);
-        let mut back = crate::tensor::zeroed(x.len());
+        let mut back = crate::tensor::zeroed("test", x.len()).unwrap();
         col2im(&g, &y, &mut back);
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();

@@ -1,6 +1,7 @@
 //! The dropout mask as a pure function of (seed, element index): nothing is stored, the
 //! backward regenerates it.
 
+use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
@@ -16,8 +17,8 @@ pub(crate) fn keep(seed: u64, index: u64, p: f32) -> bool {
 
 /// `out[i] = x[i] · scale` where element `i` is kept, else 0 (`x = None` gives the mask
 /// itself, `scale` or 0).
-pub(crate) fn apply(x: Option<&[f32]>, len: usize, seed: u64, p: f32, scale: f32) -> Vec<f32> {
-    let mut out = crate::tensor::zeroed(len);
+pub(crate) fn apply(x: Option<&[f32]>, len: usize, seed: u64, p: f32, scale: f32) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::zeroed("dropout", len)?;
     let body = |start: usize, o: &mut [f32]| {
         for (j, o) in o.iter_mut().enumerate() {
             let i = start + j;
@@ -33,5 +34,5 @@ pub(crate) fn apply(x: Option<&[f32]>, len: usize, seed: u64, p: f32, scale: f32
     } else {
         body(0, &mut out);
     }
-    out
+    Ok(out)
 }

@@ -2,6 +2,7 @@
 //! is a swap of its strides, never a copy.
 
 use crate::parallel::{self, PARALLEL_GEMM_WORK};
+use crate::tensor::Size;
 
 /// A strided matrix operand inside a slice: element `(i, j)` is at
 /// `offset + i * row_stride + j * col_stride`.
@@ -14,15 +15,15 @@ pub(crate) struct MatRef<'a> {
 }
 
 impl MatRef<'_> {
-    /// One past the largest offset a `rows × cols` read touches (0 for an empty read: an
-    /// empty view's offset may lie past the end of its storage, and nothing is read); panics
-    /// on negative strides (an internal invariant: `ops/` only builds non-negative ones).
-    fn end(&self, rows: usize, cols: usize) -> usize {
+    /// True when a `rows × cols` read lies inside `data`: one past its largest offset, computed
+    /// with checked arithmetic ([`Size::end`], so no size near `usize::MAX` wraps it), is at
+    /// most `data.len()`; an empty read touches nothing (an empty view's offset may lie past
+    /// the end of its storage). Panics on negative strides (an internal invariant: `ops/` only
+    /// builds non-negative ones).
+    fn fits(&self, rows: usize, cols: usize) -> bool {
         assert!(self.row_stride >= 0 && self.col_stride >= 0, "gemm operands have non-negative strides");
-        if rows == 0 || cols == 0 {
-            return 0;
-        }
-        self.offset + (rows - 1) * self.row_stride as usize + (cols - 1) * self.col_stride as usize + 1
+        Size::end(self.offset, rows, cols, self.row_stride as usize, self.col_stride as usize)
+            .is_some_and(|end| end <= self.data.len())
     }
 }
 
@@ -38,8 +39,8 @@ pub(crate) fn gemm(
     accumulate: bool,
     alpha: f32,
 ) {
-    assert!(a.end(m, k) <= a.data.len() && b.end(k, n) <= b.data.len(), "gemm operand out of bounds");
-    assert!(c.len() >= m * n, "gemm output too small");
+    assert!(a.fits(m, k) && b.fits(k, n), "gemm operand out of bounds");
+    assert!(m.checked_mul(n).is_some_and(|mn| c.len() >= mn), "gemm output too small");
     if m == 0 || n == 0 {
         return;
     }
@@ -49,12 +50,14 @@ pub(crate) fn gemm(
         }
         return;
     }
-    let work = m * n * k;
+    let work = m.saturating_mul(n).saturating_mul(k);
     let threads = if work >= PARALLEL_GEMM_WORK { parallel::num_threads() } else { 1 };
     let mut run = || {
         let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
         // SAFETY: the bounds of every operand were asserted above for the given strides and
-        // sizes; `c` is an exclusive, packed m × n block (row stride n, column stride 1) that
+        // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the
+        // assert instead of wrapping), and m, n, k > 0 here so the asserted ranges include
+        // each operand's offset and every element the kernel reads; `c` is an exclusive, packed m × n block (row stride n, column stride 1) that
         // aliases neither input (it is a `&mut` borrow distinct from the `&` inputs).
         unsafe {
             gemm::gemm(

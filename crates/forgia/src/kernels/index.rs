@@ -2,20 +2,21 @@
 //! (`ops/index.rs` checks every one against its axis), so these loops cannot write out of
 //! bounds; the slice indexing still bounds-checks as a last line of defence.
 
+use crate::error::Result;
 use crate::tensor::layout::{contiguous_strides, for_each_offset};
 use crate::tensor::Layout;
 
 /// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]`.
-pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Vec<f32> {
+pub(crate) fn index_select(x: &[f32], outer: usize, d: usize, inner: usize, idx: &[usize]) -> Result<Vec<f32>> {
     let n = idx.len();
-    let mut out = crate::tensor::buffer(outer * n * inner);
+    let mut out = crate::tensor::buffer("index_select", outer * n * inner)?;
     for o in 0..outer {
         for (j, &k) in idx.iter().enumerate() {
             let src = &x[(o * d + k) * inner..(o * d + k + 1) * inner];
             out[(o * n + j) * inner..(o * n + j + 1) * inner].copy_from_slice(src);
         }
     }
-    out
+    Ok(out)
 }
 
 /// `dst[o, idx[j], i] += src[o, j, i]` for `dst` packed as `[outer, d, inner]`.
@@ -46,10 +47,16 @@ fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: im
 
 /// `out[p] = x[p with axis replaced by idx[p]]` (torch.gather) for packed `x` of `x_shape`
 /// and an index of `idx_shape`.
-pub(crate) fn gather(x: &[f32], x_shape: &[usize], axis: usize, idx: &[usize], idx_shape: &[usize]) -> Vec<f32> {
-    let mut out = crate::tensor::buffer(idx.len());
+pub(crate) fn gather(
+    x: &[f32],
+    x_shape: &[usize],
+    axis: usize,
+    idx: &[usize],
+    idx_shape: &[usize],
+) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("gather", idx.len())?;
     walk(idx_shape, x_shape, axis, idx, |p, off| out[p] = x[off]);
-    out
+    Ok(out)
 }
 
 /// `dst[p with axis replaced by idx[p]] += src[p]` (torch.scatter_add) for packed `dst` of
@@ -82,10 +89,10 @@ mod tests {
     fn gather_and_scatter_follow_torch() {
         // x = [[0,1,2],[3,4,5]], gather axis 1 with [[2,0],[1,1]] -> [[2,0],[4,4]]
         let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
-        assert_eq!(gather(&x, &[2, 3], 1, &[2, 0, 1, 1], &[2, 2]), vec![2.0, 0.0, 4.0, 4.0]);
+        assert_eq!(gather(&x, &[2, 3], 1, &[2, 0, 1, 1], &[2, 2]).unwrap(), vec![2.0, 0.0, 4.0, 4.0]);
         let mut d = vec![0.0; 6];
         scatter_add(&mut d, &[2, 3], 1, &[2, 0, 1, 1], &[2, 2], &[1.0, 2.0, 9.0, 3.0, 4.0, 9.0], &[2, 3]);
         assert_eq!(d, vec![2.0, 0.0, 1.0, 0.0, 7.0, 0.0]);
-        assert_eq!(index_select(&x, 1, 2, 3, &[1, 1, 0]), vec![3.0, 4.0, 5.0, 3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
+        assert_eq!(index_select(&x, 1, 2, 3, &[1, 1, 0]).unwrap(), vec![3.0, 4.0, 5.0, 3.0, 4.0, 5.0, 0.0, 1.0, 2.0]);
     }
 }

@@ -3,6 +3,7 @@
 //! (`count` = rows), a group-norm group is one chunk per sample, and a batch-norm channel is
 //! every `C`-th plane. Statistics accumulate in f64; chunks run in parallel when large.
 
+use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
@@ -71,20 +72,20 @@ pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool) -> (Vec<f32>, Vec<f32>) {
 }
 
 /// `xhat = (x - mean[set]) * rstd[set]`.
-pub(crate) fn normalize(s: &Sets, x: &[f32], mean: &[f32], rstd: &[f32]) -> Vec<f32> {
-    let mut out = crate::tensor::buffer(s.len);
+pub(crate) fn normalize(s: &Sets, x: &[f32], mean: &[f32], rstd: &[f32]) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("norm", s.len)?;
     fill(s, &mut out, |i, o| {
         let (m, r) = (mean[i % s.count], rstd[i % s.count]);
         for (o, &v) in o.iter_mut().zip(&x[i * s.chunk..(i + 1) * s.chunk]) {
             *o = (v - m) * r;
         }
     });
-    out
+    Ok(out)
 }
 
 /// The input gradient of a normalization given `g = gy · weight`:
 /// `gx = rstd · (g - mean(g) - xhat · mean(g · xhat))` (without the `mean(g)` term for RMS).
-pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32], rms: bool) -> Vec<f32> {
+pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32], rms: bool) -> Result<Vec<f32>> {
     let n = s.per_set().max(1) as f64;
     let range = |i: usize| i * s.chunk..(i + 1) * s.chunk;
     let mg: Vec<f64> = if rms {
@@ -99,7 +100,7 @@ pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32
     .into_iter()
     .map(|v| v / n)
     .collect();
-    let mut gx = crate::tensor::buffer(s.len);
+    let mut gx = crate::tensor::buffer("norm", s.len)?;
     fill(s, &mut gx, |i, o| {
         let k = i % s.count;
         let (m, r, a, b) = (mean[k], rstd[k], mg[k] as f32, mgx[k] as f32);
@@ -107,7 +108,7 @@ pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32
             *o = r * (g - a - (x - m) * r * b);
         }
     });
-    gx
+    Ok(gx)
 }
 
 /// `y = y * w[p] + b[p]` where element `e` uses parameter `p = (e / inner) % w.len()`.
@@ -233,10 +234,11 @@ pub(crate) struct RowGrads {
 impl Rows<'_> {
     /// `y = x̂ · w + b` per row, with the per-row mean (0 for RMS), rstd `1/√(var + eps)`
     /// and biased variance.
-    pub(crate) fn forward(&self, x: &[f32], eps: f32) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    #[allow(clippy::type_complexity)] // (y, mean, rstd, var), as before it became fallible
+    pub(crate) fn forward(&self, x: &[f32], eps: f32) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>)> {
         let d = self.d.max(1);
         let rows = x.len() / d;
-        let mut y = crate::tensor::buffer(x.len());
+        let mut y = crate::tensor::buffer("norm", x.len())?;
         let (mut mean, mut rstd, mut var) = (vec![0.0f32; rows], vec![0.0f32; rows], vec![0.0f32; rows]);
         let per = rows_per_task(d);
         let items: Vec<_> = y
@@ -263,7 +265,7 @@ impl Rows<'_> {
                 },
             )
         });
-        (y, mean, rstd, var)
+        Ok((y, mean, rstd, var))
     }
 
     /// One row of the input gradient: `g = gy · w` into the scratch `g`, then
@@ -290,10 +292,10 @@ impl Rows<'_> {
         (x, gy): (&[f32], &[f32]),
         (mean, rstd): (&[f32], &[f32]),
         (need_x, need_w, need_b): (bool, bool, bool),
-    ) -> RowGrads {
+    ) -> Result<RowGrads> {
         let d = self.d.max(1);
         let rows = x.len() / d;
-        let mut gx = if need_x { crate::tensor::buffer(x.len()) } else { Vec::new() };
+        let mut gx = if need_x { crate::tensor::buffer("norm", x.len())? } else { Vec::new() };
         let per = rows_per_task(d);
         let tasks = rows.div_ceil(per);
         let gx_chunks: Vec<Option<&mut [f32]>> =
@@ -338,6 +340,6 @@ impl Rows<'_> {
             }
             total.into_iter().map(|v| v as f32).collect::<Vec<f32>>()
         };
-        RowGrads { x: need_x.then_some(gx), weight: need_w.then(|| combine(0)), bias: need_b.then(|| combine(1)) }
+        Ok(RowGrads { x: need_x.then_some(gx), weight: need_w.then(|| combine(0)), bias: need_b.then(|| combine(1)) })
     }
 }

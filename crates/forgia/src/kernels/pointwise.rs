@@ -2,6 +2,7 @@
 //! path, and rayon chunking above `PARALLEL_ELEMENTS`. Every loop runs through
 //! [`vectorized`], so callers' per-element closures should be `#[inline(always)]`.
 
+use crate::error::Result;
 use rayon::prelude::*;
 
 use super::simd::vectorized;
@@ -10,10 +11,10 @@ use crate::tensor::layout::offset_of;
 use crate::tensor::Layout;
 
 /// `out[i] = f(x[i])` over a packed slice.
-pub(crate) fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = crate::tensor::buffer(x.len());
+pub(crate) fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("pointwise", x.len())?;
     map_into(x, &mut out, f);
-    out
+    Ok(out)
 }
 
 /// `out[i] = f(x[i])` into an existing buffer of the same length.
@@ -52,9 +53,9 @@ fn zip_chunk(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(f32, f32) -> f32
 }
 
 /// `out[i] = f(a[i], b[i])` over two packed slices of equal length.
-pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Vec<f32> {
+pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
     debug_assert_eq!(a.len(), b.len());
-    let mut out = crate::tensor::buffer(a.len());
+    let mut out = crate::tensor::buffer("pointwise", a.len())?;
     if a.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             out.par_chunks_mut(CHUNK_ELEMENTS)
@@ -64,12 +65,12 @@ pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> V
     } else {
         zip_chunk(a, b, &mut out, &f);
     }
-    out
+    Ok(out)
 }
 
 /// `out[i] = f(a[i], b[i], c[i])` over three packed slices of equal length.
-pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32 + Sync) -> Vec<f32> {
-    let mut out = crate::tensor::buffer(a.len());
+pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("pointwise", a.len())?;
     let body = |o: &mut [f32], a: &[f32], b: &[f32], c: &[f32]| {
         vectorized(
             #[inline(always)]
@@ -91,7 +92,7 @@ pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) ->
     } else {
         body(&mut out, a, b, c);
     }
-    out
+    Ok(out)
 }
 
 /// `f(a, b)` where `a` and `b` are layouts already broadcast to the same output shape.
@@ -101,19 +102,19 @@ pub(crate) fn zip_broadcast(
     b: &[f32],
     lb: &Layout,
     f: impl Fn(f32, f32) -> f32 + Sync,
-) -> Vec<f32> {
+) -> Result<Vec<f32>> {
     let n = la.numel();
     if let (Some(ra), Some(rb)) = (la.contiguous_range(), lb.contiguous_range()) {
         return zip(&a[ra], &b[rb], f);
     }
-    let mut out = crate::tensor::buffer(n);
+    let mut out = crate::tensor::buffer("pointwise", n)?;
     let rank = la.rank();
     if n == 0 {
-        return out;
+        return Ok(out);
     }
     if rank == 0 {
         out[0] = f(a[la.offset], b[lb.offset]);
-        return out;
+        return Ok(out);
     }
     let inner = la.shape[rank - 1];
     let rows = |first_row: usize, chunk: &mut [f32]| {
@@ -132,7 +133,7 @@ pub(crate) fn zip_broadcast(
     } else if inner > 0 {
         rows(0, &mut out);
     }
-    out
+    Ok(out)
 }
 
 /// Rows `first_row..` of a broadcast binary map into `chunk` (whole rows of the last axis).

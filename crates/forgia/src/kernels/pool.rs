@@ -1,6 +1,7 @@
 //! 2-D pooling over planes `[P, H, W]` (`P = N·C`): max (with argmax indices for the
 //! backward) and average (divisor kh·kw, padding counted). Parallel over planes when large.
 
+use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
@@ -90,12 +91,12 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
 }
 
 /// Max over each window; also returns the in-plane index of each maximum.
-pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> (Vec<f32>, Vec<u32>) {
+pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> Result<(Vec<f32>, Vec<u32>)> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    let mut y = crate::tensor::zeroed(count * ohw);
+    let mut y = crate::tensor::zeroed("pool", count * ohw)?;
     let mut arg = vec![0u32; count * ohw];
     if ohw == 0 || hw == 0 {
-        return (y, arg);
+        return Ok((y, arg));
     }
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
@@ -109,27 +110,27 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> (Vec<f32>, V
             max_plane(g, xp, y, a);
         }
     }
-    (y, arg)
+    Ok((y, arg))
 }
 
 /// Routes each output gradient to its window's maximum.
-pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], count: usize) -> Vec<f32> {
+pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], count: usize) -> Result<Vec<f32>> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    let mut gx = crate::tensor::zeroed(count * hw);
+    let mut gx = crate::tensor::zeroed("pool", count * hw)?;
     let pairs: Vec<(f32, u32)> = gy.iter().copied().zip(arg.iter().copied()).collect();
     planes(&mut gx, hw, &pairs, ohw, |p, out| {
         for &(g, a) in p {
             out[a as usize] += g;
         }
     });
-    gx
+    Ok(gx)
 }
 
 /// Window sums divided by `kh·kw` (padding counts as zeros).
-pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Vec<f32> {
+pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Result<Vec<f32>> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let inv = 1.0 / (g.k.0 * g.k.1) as f32;
-    let mut y = crate::tensor::zeroed(count * ohw);
+    let mut y = crate::tensor::zeroed("pool", count * ohw)?;
     planes(&mut y, ohw, x, hw, |xp, out| {
         for i in 0..g.oh {
             for j in 0..g.ow {
@@ -139,14 +140,14 @@ pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Vec<f32> {
             }
         }
     });
-    y
+    Ok(y)
 }
 
 /// Spreads each output gradient evenly (`/ kh·kw`) over its window.
-pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Vec<f32> {
+pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Result<Vec<f32>> {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let inv = 1.0 / (g.k.0 * g.k.1) as f32;
-    let mut gx = crate::tensor::zeroed(count * hw);
+    let mut gx = crate::tensor::zeroed("pool", count * hw)?;
     planes(&mut gx, hw, gy, ohw, |gp, out| {
         for i in 0..g.oh {
             for j in 0..g.ow {
@@ -160,5 +161,5 @@ pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Vec<f32> {
             }
         }
     });
-    gx
+    Ok(gx)
 }

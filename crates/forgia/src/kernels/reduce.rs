@@ -2,13 +2,14 @@
 //! any set of axes into that form first.
 
 use super::fastmath;
+use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
 
 /// `out[o, i] = Σ_r x[o, r, i]`.
-pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
-    let mut out = crate::tensor::zeroed(outer * inner);
+pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::zeroed("reduce", outer * inner)?;
     let block = |o: usize, dst: &mut [f32]| {
         let base = &x[o * red * inner..(o + 1) * red * inner];
         if inner == 1 {
@@ -50,13 +51,13 @@ pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32>
             block(o, d);
         }
     }
-    out
+    Ok(out)
 }
 
 /// The extremum over the middle axis and the position of its first occurrence.
 /// `max = true` takes the maximum, else the minimum. NaN wins (it propagates).
-pub(crate) fn extremum(x: &[f32], outer: usize, red: usize, inner: usize, max: bool) -> (Vec<f32>, Vec<usize>) {
-    let mut vals = crate::tensor::zeroed(outer * inner);
+pub(crate) fn extremum(x: &[f32], outer: usize, red: usize, inner: usize, max: bool) -> Result<(Vec<f32>, Vec<usize>)> {
+    let mut vals = crate::tensor::zeroed("reduce", outer * inner)?;
     let mut args = vec![0usize; outer * inner];
     for o in 0..outer {
         for i in 0..inner {
@@ -77,12 +78,13 @@ pub(crate) fn extremum(x: &[f32], outer: usize, red: usize, inner: usize, max: b
             args[o * inner + i] = arg;
         }
     }
-    (vals, args)
+    Ok((vals, args))
 }
 
 /// `out[o, i] = Π_r x[o, r, i]`.
-pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
-    let mut out = vec![1.0f32; outer * inner];
+pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("reduce", outer * inner)?;
+    out.fill(1.0);
     for o in 0..outer {
         for r in 0..red {
             for i in 0..inner {
@@ -90,12 +92,12 @@ pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Running sum along the middle axis (same shape as `x`); `reverse` sums from the end.
-pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool) -> Vec<f32> {
-    let mut out = crate::tensor::zeroed(x.len());
+pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::zeroed("reduce", x.len())?;
     for o in 0..outer {
         for i in 0..inner {
             let mut acc = 0.0f32;
@@ -107,14 +109,14 @@ pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse:
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// `Σ_r (x[o, r, i] - mean)² / denom` per `(o, i)`, two passes (mean first) for accuracy.
-pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32) -> Vec<f32> {
-    let mean = sum(x, outer, red, inner);
+pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32) -> Result<Vec<f32>> {
+    let mean = sum(x, outer, red, inner)?;
     let inv_n = 1.0 / red as f32;
-    let mut acc = crate::tensor::zeroed(outer * inner);
+    let mut acc = crate::tensor::zeroed("reduce", outer * inner)?;
     for o in 0..outer {
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
@@ -125,14 +127,14 @@ pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32)
         }
     }
     acc.iter_mut().for_each(|v| *v /= denom);
-    acc
+    Ok(acc)
 }
 
 /// `log Σ_r exp(x[o, r, i])`, shifted by the (finite) maximum so nothing overflows.
-pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
-    let (maxes, _) = extremum(x, outer, red, inner, true);
+pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
+    let (maxes, _) = extremum(x, outer, red, inner, true)?;
     let shift: Vec<f32> = maxes.iter().map(|&m| if m.is_finite() { m } else { 0.0 }).collect();
-    let mut acc = crate::tensor::zeroed(outer * inner);
+    let mut acc = crate::tensor::zeroed("reduce", outer * inner)?;
     for o in 0..outer {
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
@@ -141,13 +143,14 @@ pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Ve
             }
         }
     }
-    acc.iter().zip(&shift).map(|(&s, &m)| s.ln() + m).collect()
+    Ok(acc.iter().zip(&shift).map(|(&s, &m)| s.ln() + m).collect())
 }
 
 /// `out[o, r, i] = Π_{r' ≠ r} x[o, r', i]`: the product of every other element, from a
 /// prefix and a suffix pass (no division, so zeros are handled exactly).
-pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize) -> Vec<f32> {
-    let mut out = vec![1.0f32; x.len()];
+pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("reduce", x.len())?;
+    out.fill(1.0);
     for o in 0..outer {
         for i in 0..inner {
             let at = |r: usize| (o * red + r) * inner + i;
@@ -163,7 +166,7 @@ pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize) 
             }
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -174,15 +177,15 @@ mod tests {
     fn middle_axis_reductions() {
         // x: [2, 3, 2]
         let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
-        assert_eq!(sum(&x, 2, 3, 2), vec![6.0, 9.0, 24.0, 27.0]);
-        assert_eq!(sum(&x, 1, 12, 1), vec![66.0]);
-        let (v, a) = extremum(&[1.0, 3.0, 3.0, 0.0], 1, 4, 1, true);
+        assert_eq!(sum(&x, 2, 3, 2).unwrap(), vec![6.0, 9.0, 24.0, 27.0]);
+        assert_eq!(sum(&x, 1, 12, 1).unwrap(), vec![66.0]);
+        let (v, a) = extremum(&[1.0, 3.0, 3.0, 0.0], 1, 4, 1, true).unwrap();
         assert_eq!((v, a), (vec![3.0], vec![1]));
-        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, false), vec![1.0, 3.0, 6.0]);
-        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, true), vec![6.0, 5.0, 3.0]);
-        assert_eq!(prod_exclusive(&[2.0, 0.0, 3.0], 1, 3, 1), vec![0.0, 6.0, 0.0]);
-        assert_eq!(var(&[1.0, 3.0], 1, 2, 1, 1.0), vec![2.0]);
-        let lse = logsumexp(&[1000.0, 1000.0], 1, 2, 1)[0];
+        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, false).unwrap(), vec![1.0, 3.0, 6.0]);
+        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, true).unwrap(), vec![6.0, 5.0, 3.0]);
+        assert_eq!(prod_exclusive(&[2.0, 0.0, 3.0], 1, 3, 1).unwrap(), vec![0.0, 6.0, 0.0]);
+        assert_eq!(var(&[1.0, 3.0], 1, 2, 1, 1.0).unwrap(), vec![2.0]);
+        let lse = logsumexp(&[1000.0, 1000.0], 1, 2, 1).unwrap()[0];
         assert!((lse - (1000.0 + 2f32.ln())).abs() < 1e-3);
     }
 }

@@ -3,7 +3,7 @@
 
 /// `out = x·cos(θ) + rotate_half(x)·sin(θ)` with `θ[s, i] = sign · s · base^(-2i/D)` for
 /// `i < D/2` (the same angle for `i + D/2`). `sign = -1` is the exact inverse rotation.
-pub(crate) fn rotate(x: &[f32], s: usize, d: usize, base: f64, sign: f64) -> Vec<f32> {
+pub(crate) fn rotate(x: &[f32], s: usize, d: usize, base: f64, sign: f64) -> Result<Vec<f32>> {
     let h = d / 2;
     let mut table = vec![(0.0f32, 0.0f32); s * h];
     for pos in 0..s {
@@ -12,7 +12,7 @@ pub(crate) fn rotate(x: &[f32], s: usize, d: usize, base: f64, sign: f64) -> Vec
             table[pos * h + i] = (theta.cos() as f32, theta.sin() as f32);
         }
     }
-    let mut out = crate::tensor::buffer(x.len());
+    let mut out = crate::tensor::buffer("rope", x.len())?;
     for (row, (o, xr)) in out.chunks_mut(d).zip(x.chunks(d)).enumerate() {
         let t = &table[(row % s) * h..(row % s + 1) * h];
         for i in 0..h {
@@ -22,5 +22,6 @@ pub(crate) fn rotate(x: &[f32], s: usize, d: usize, base: f64, sign: f64) -> Vec
             o[i + h] = b * c + a * sn;
         }
     }
-    out
+    Ok(out)
 }
+use crate::error::Result;

@@ -3,6 +3,7 @@
 //! (outer, inner) line is shifted by its maximum first, so large logits never overflow.
 
 use super::fastmath;
+use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
@@ -34,8 +35,8 @@ fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
 
 /// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
 /// lines of a block are kept in vectors so every pass reads memory contiguously.
-pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Vec<f32> {
-    let mut out = crate::tensor::buffer(outer * red * inner);
+pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Result<Vec<f32>> {
+    let mut out = crate::tensor::buffer("softmax", outer * red * inner)?;
     blocks(&mut out, red * inner, |o, dst| {
         let src = &x[o * red * inner..(o + 1) * red * inner];
         let mut m = vec![f32::NEG_INFINITY; inner];
@@ -60,14 +61,21 @@ pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bo
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// The backward of [`softmax`] from its output `y`:
 /// softmax `gx = y * (gy - Σ gy*y)`, log-softmax `gx = gy - exp(y) * Σ gy`.
-pub(crate) fn softmax_backward(y: &[f32], gy: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Vec<f32> {
+pub(crate) fn softmax_backward(
+    y: &[f32],
+    gy: &[f32],
+    outer: usize,
+    red: usize,
+    inner: usize,
+    log: bool,
+) -> Result<Vec<f32>> {
     debug_assert_eq!(y.len(), outer * red * inner);
-    let mut out = crate::tensor::buffer(y.len());
+    let mut out = crate::tensor::buffer("softmax", y.len())?;
     blocks(&mut out, red * inner, |o, dst| {
         let base = o * red * inner;
         let (y, g) = (&y[base..base + red * inner], &gy[base..base + red * inner]);
@@ -83,7 +91,7 @@ pub(crate) fn softmax_backward(y: &[f32], gy: &[f32], outer: usize, red: usize, 
             }
         }
     });
-    out
+    Ok(out)
 }
 
 /// Log-sum-exp of each row of a packed `[rows, cols]` buffer, as `(max, log_sum)` pairs
@@ -98,13 +106,13 @@ mod tests {
 
     #[test]
     fn softmax_is_shift_invariant_and_normalized() {
-        let y = softmax(&[1000.0, 1001.0, 1002.0], 1, 3, 1, false);
+        let y = softmax(&[1000.0, 1001.0, 1002.0], 1, 3, 1, false).unwrap();
         assert!((y.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        let z = softmax(&[0.0, 1.0, 2.0], 1, 3, 1, false);
+        let z = softmax(&[0.0, 1.0, 2.0], 1, 3, 1, false).unwrap();
         for (a, b) in y.iter().zip(&z) {
             assert!((a - b).abs() < 1e-6);
         }
-        let l = softmax(&[0.0, 0.0], 1, 2, 1, true);
+        let l = softmax(&[0.0, 0.0], 1, 2, 1, true).unwrap();
         assert!((l[0] - (0.5f32).ln()).abs() < 1e-6);
     }
 }

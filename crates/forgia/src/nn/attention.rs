@@ -17,7 +17,7 @@ use crate::tensor::{Rng, Tensor};
 /// use forgia::{Rng, Tensor};
 /// let attn = MultiHeadAttention::new(16, 4, true, &mut Rng::new(0))?;
 /// assert_eq!(attn.num_parameters(), 4 * (16 * 16 + 16));
-/// let y = attn.forward(&Tensor::zeros(&[2, 5, 16]))?;
+/// let y = attn.forward(&Tensor::zeros(&[2, 5, 16])?)?;
 /// assert_eq!(y.shape(), &[2, 5, 16]);
 /// # Ok::<(), forgia::Error>(())
 /// ```

@@ -15,7 +15,7 @@ use crate::tensor::{Rng, Tensor};
 /// use forgia::{Conv2dOptions, Rng, Tensor};
 /// let opts = Conv2dOptions { padding: (2, 2), ..Conv2dOptions::default() };
 /// let conv = Conv2d::new(1, 8, (5, 5), opts, true, &mut Rng::new(0))?;
-/// assert_eq!(conv.forward(&Tensor::zeros(&[2, 1, 28, 28]))?.shape(), &[2, 8, 28, 28]);
+/// assert_eq!(conv.forward(&Tensor::zeros(&[2, 1, 28, 28])?)?.shape(), &[2, 8, 28, 28]);
 /// # Ok::<(), forgia::Error>(())
 /// ```
 pub struct Conv2d {
@@ -53,12 +53,12 @@ impl Conv2d {
                 ),
             });
         }
-        let mut weight = Tensor::zeros(&[out_channels, in_channels / g, kernel.0, kernel.1]).into_variable();
+        let mut weight = Tensor::zeros(&[out_channels, in_channels / g, kernel.0, kernel.1])?.into_variable();
         let gain = init::gain(init::Nonlinearity::LeakyRelu(5f32.sqrt()));
         init::kaiming_uniform(&mut weight, gain, init::FanMode::FanIn, rng)?;
         let bias = if bias {
             let bound = 1.0 / ((in_channels / g * kernel.0 * kernel.1) as f32).sqrt();
-            let mut b = Tensor::zeros(&[out_channels]).into_variable();
+            let mut b = Tensor::zeros(&[out_channels])?.into_variable();
             init::uniform(&mut b, -bound, bound, rng)?;
             Some(b)
         } else {

@@ -22,7 +22,7 @@ use crate::tensor::{mix64, Tensor};
 /// use forgia::nn::{Dropout, Forward, Module};
 /// use forgia::Tensor;
 /// let mut drop = Dropout::new(0.5, 7)?;
-/// let x = Tensor::ones(&[1000]);
+/// let x = Tensor::ones(&[1000])?;
 /// let (a, b) = (drop.forward(&x)?.to_vec(), drop.forward(&x)?.to_vec());
 /// assert_ne!(a, b); // a fresh mask per call
 /// assert!(a.iter().all(|&v| v == 0.0 || v == 2.0));

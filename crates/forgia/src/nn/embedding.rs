@@ -36,7 +36,7 @@ impl Embedding {
                 reason: format!("num_embeddings {num_embeddings} and dim {dim} must be positive"),
             });
         }
-        Ok(Embedding { weight: Tensor::randn(&[num_embeddings, dim], 0.0, 1.0, rng).into_variable() })
+        Ok(Embedding { weight: Tensor::randn(&[num_embeddings, dim], 0.0, 1.0, rng)?.into_variable() })
     }
 
     /// A table from a given `[num_embeddings, dim]` tensor (made a variable if it is not one).

@@ -8,7 +8,7 @@
 //! ```
 //! use forgia::nn::init::{self, FanMode, Nonlinearity};
 //! use forgia::{Rng, Tensor};
-//! let mut w = Tensor::zeros(&[64, 32]).into_variable();
+//! let mut w = Tensor::zeros(&[64, 32])?.into_variable();
 //! let gain = init::gain(Nonlinearity::Relu);
 //! init::kaiming_uniform(&mut w, gain, FanMode::FanIn, &mut Rng::new(0))?;
 //! let bound = gain * (3.0f32 / 32.0).sqrt();

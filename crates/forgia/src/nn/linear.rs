@@ -30,12 +30,12 @@ impl Linear {
                 reason: format!("in_features {in_features} and out_features {out_features} must be positive"),
             });
         }
-        let mut weight = Tensor::zeros(&[out_features, in_features]).into_variable();
+        let mut weight = Tensor::zeros(&[out_features, in_features])?.into_variable();
         let gain = init::gain(init::Nonlinearity::LeakyRelu(5f32.sqrt()));
         init::kaiming_uniform(&mut weight, gain, init::FanMode::FanIn, rng)?;
         let bias = if bias {
             let bound = 1.0 / (in_features as f32).sqrt();
-            let mut b = Tensor::zeros(&[out_features]).into_variable();
+            let mut b = Tensor::zeros(&[out_features])?.into_variable();
             init::uniform(&mut b, -bound, bound, rng)?;
             Some(b)
         } else {

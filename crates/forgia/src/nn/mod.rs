@@ -20,7 +20,7 @@
 //! let names: Vec<String> = mlp.named_parameters().into_iter().map(|(n, _)| n).collect();
 //! assert_eq!(names, ["0.weight", "0.bias", "2.weight", "2.bias"]);
 //! assert_eq!(mlp.num_parameters(), 2 * 8 + 8 + 8 + 1);
-//! let y = mlp.forward(&Tensor::zeros(&[4, 2]))?;
+//! let y = mlp.forward(&Tensor::zeros(&[4, 2])?)?;
 //! assert_eq!(y.shape(), &[4, 1]);
 //! # Ok::<(), forgia::Error>(())
 //! ```

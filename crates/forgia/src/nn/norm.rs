@@ -44,8 +44,8 @@ impl LayerNorm {
     /// `InvalidArgument` for an empty or zero-sized shape or a negative / non-finite `eps`.
     pub fn new(normalized_shape: &[usize], eps: f32) -> Result<LayerNorm> {
         positive("LayerNorm::new", normalized_shape, eps)?;
-        let weight = Tensor::ones(normalized_shape).into_variable();
-        let bias = Tensor::zeros(normalized_shape).into_variable();
+        let weight = Tensor::ones(normalized_shape)?.into_variable();
+        let bias = Tensor::zeros(normalized_shape)?.into_variable();
         Ok(LayerNorm { weight, bias, eps })
     }
 
@@ -92,7 +92,7 @@ impl RmsNorm {
     /// `InvalidArgument` for `dim == 0` or a negative / non-finite `eps`.
     pub fn new(dim: usize, eps: f32) -> Result<RmsNorm> {
         positive("RmsNorm::new", &[dim], eps)?;
-        Ok(RmsNorm { weight: Tensor::ones(&[dim]).into_variable(), eps })
+        Ok(RmsNorm { weight: Tensor::ones(&[dim])?.into_variable(), eps })
     }
 
     /// The normalized input.
@@ -132,7 +132,7 @@ impl Forward for RmsNorm {
 /// use forgia::nn::{BatchNorm2d, Forward, Module};
 /// use forgia::{Rng, Tensor};
 /// let mut bn = BatchNorm2d::new(3, 1e-5)?;
-/// let x = Tensor::randn(&[4, 3, 2, 2], 5.0, 2.0, &mut Rng::new(0));
+/// let x = Tensor::randn(&[4, 3, 2, 2], 5.0, 2.0, &mut Rng::new(0))?;
 /// bn.forward(&x)?; // training: batch statistics, running stats move towards them
 /// assert!(bn.running_mean().to_vec().iter().all(|&m| m > 0.2));
 /// bn.set_training(false);
@@ -158,10 +158,10 @@ impl BatchNorm2d {
     pub fn new(channels: usize, eps: f32) -> Result<BatchNorm2d> {
         positive("BatchNorm2d::new", &[channels], eps)?;
         Ok(BatchNorm2d {
-            weight: Tensor::ones(&[channels]).into_variable(),
-            bias: Tensor::zeros(&[channels]).into_variable(),
+            weight: Tensor::ones(&[channels])?.into_variable(),
+            bias: Tensor::zeros(&[channels])?.into_variable(),
             eps,
-            stats: Mutex::new(RunningStats::new(channels)),
+            stats: Mutex::new(RunningStats::new(channels)?),
             training: true,
         })
     }

@@ -69,7 +69,7 @@ impl Forward for FeedForward {
 /// use forgia::nn::{Forward, Module, TransformerBlock};
 /// use forgia::{Rng, Tensor};
 /// let block = TransformerBlock::new(8, 2, true, &mut Rng::new(0))?;
-/// let x = Tensor::randn(&[2, 5, 8], 0.0, 1.0, &mut Rng::new(1));
+/// let x = Tensor::randn(&[2, 5, 8], 0.0, 1.0, &mut Rng::new(1))?;
 /// let plain = block.forward(&x)?;
 /// let saved = block.forward_checkpointed(&x)?; // recomputed in backward, same values
 /// assert_eq!(plain.to_vec(), saved.to_vec());

@@ -40,13 +40,13 @@ fn mask_offsets(mask: &Tensor, full: &[usize]) -> Result<(Vec<usize>, isize, isi
 /// `t` itself (a detached view) when the kernel can address it in place — non-negative
 /// strides and contiguous rows, such as the head-split view `x.reshape(B, S, H, dh)
 /// .transpose(1, 2)` — else a packed copy.
-fn addressable(t: &Tensor) -> Tensor {
+fn addressable(t: &Tensor) -> Result<Tensor> {
     let l = &t.layout;
-    if l.strides.iter().all(|&s| s >= 0) && (l.strides[3] == 1 || l.shape[3] <= 1) {
+    Ok(if l.strides.iter().all(|&s| s >= 0) && (l.strides[3] == 1 || l.shape[3] <= 1) {
         t.detach()
     } else {
-        t.contiguous_data()
-    }
+        t.contiguous_data()?
+    })
 }
 
 /// The kernel's view of an [`addressable`] rank-4 tensor.
@@ -154,7 +154,7 @@ impl Tensor {
         };
         let full = [q[0], q[1], q[2], kk[2]];
         let mask_info = opts.mask.map(|m| mask_offsets(m, &full)).transpose()?;
-        let (qd, kd, vd) = (addressable(self), addressable(key), addressable(value));
+        let (qd, kd, vd) = (addressable(self)?, addressable(key)?, addressable(value)?);
         let mask = opts.mask.map(Tensor::detach);
         let mref = match (&mask, &mask_info) {
             (Some(m), Some((offs, rs, cs))) => {
@@ -165,7 +165,7 @@ impl Tensor {
         let inter = interleaved(self);
         let group = if inter { g.heads } else { 1 };
         let layout = out_layout(inter, g.heads, g.sq, g.dv);
-        let (y, lse) = k::forward(&g, (heads(&qd), heads(&kd), heads(&vd)), mref, (group, layout));
+        let (y, lse) = k::forward(&g, (heads(&qd), heads(&kd), heads(&vd)), mref, (group, layout))?;
         let out = result(y, [q[0], q[1], q[2], v[3]], inter);
         let record = || AttnBackward {
             q: qd.clone(),
@@ -201,12 +201,15 @@ impl Backward for AttnBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused(OP)?;
         let g = &self.geom;
-        let gy = addressable(gy);
+        let gy = addressable(gy)?;
         let (dq_len, dk_len, dv_len) = (self.q.numel(), self.k.numel(), self.v.numel());
-        let (mut dq, mut dk, mut dv) =
-            (crate::tensor::buffer(dq_len), crate::tensor::buffer(dk_len), crate::tensor::buffer(dv_len));
+        let (mut dq, mut dk, mut dv) = (
+            crate::tensor::buffer("attention", dq_len)?,
+            crate::tensor::buffer("attention", dk_len)?,
+            crate::tensor::buffer("attention", dv_len)?,
+        );
         let need_mask = self.mask.is_some() && cx.needs_grad(3);
-        let mut ds = if need_mask { crate::tensor::buffer(g.bh * g.sq * g.sk) } else { Vec::new() };
+        let mut ds = if need_mask { crate::tensor::buffer("attention", g.bh * g.sq * g.sk)? } else { Vec::new() };
         let full: Shape = [self.q.shape()[0], self.q.shape()[1], g.sq, g.sk].as_slice().into();
         let mask_info = self.mask.as_ref().map(|m| mask_offsets(m, &full)).transpose()?;
         let mref = match (&self.mask, &mask_info) {
@@ -230,7 +233,7 @@ impl Backward for AttnBackward {
             (heads(&self.out), &self.lse, heads(&gy)),
             mref,
             grads,
-        );
+        )?;
         let mut out: Grads = SmallVec::from_elem(None, 3 + self.mask.is_some() as usize);
         for (i, (data, like)) in [(dq, &self.q), (dk, &self.k), (dv, &self.v)].into_iter().enumerate() {
             if cx.needs_grad(i) {

@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::conv::{self as k, ConvGeom};
-use crate::tensor::Tensor;
+use crate::tensor::{Size, Tensor};
 
 /// Options of [`Tensor::conv2d`] (height, width pairs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,15 +108,18 @@ fn check_bias(op: &'static str, bias: Option<&Tensor>, channels: usize) -> Resul
 /// Output size of a convolution along one axis, or an error when the (dilated) kernel does
 /// not fit in the padded input.
 fn out_len(op: &'static str, len: usize, k: usize, s: usize, p: usize, d: usize) -> Result<usize> {
-    let span = d * (k - 1) + 1;
-    if k == 0 || span > len + 2 * p {
+    // Checked: a padding or dilation near usize::MAX must not wrap into a small size.
+    let overflow = || ErrorKind::SizeOverflow { op, shape: vec![len, k, s, p, d] };
+    let span = d.checked_mul(k.saturating_sub(1)).and_then(|v| v.checked_add(1)).ok_or_else(overflow)?;
+    let padded = p.checked_mul(2).and_then(|v| v.checked_add(len)).ok_or_else(overflow)?;
+    if k == 0 || span > padded {
         return invalid(
             op,
             "kernel",
-            format!("kernel {k} (dilated to {span}) is larger than the padded input {}", len + 2 * p),
+            format!("kernel {k} (dilated to {span}) is larger than the padded input {padded}"),
         );
     }
-    Ok((len + 2 * p - span) / s + 1)
+    Ok((padded - span) / s + 1)
 }
 
 impl Tensor {
@@ -162,7 +165,7 @@ impl Tensor {
             dil: opts.dilation,
             groups: opts.groups,
         };
-        Ok(run_conv(self, w, bias, g, [n, o, oh, ow], false))
+        run_conv(self, w, bias, g, [n, o, oh, ow], false)
     }
 
     /// 1-D cross-correlation: `x [N, C, L]`, `w [O, C/groups, k]`, optional `bias [O]` →
@@ -218,8 +221,12 @@ impl Tensor {
             );
         }
         let size = |len: usize, k: usize, s: usize, p: usize, d: usize, extra: usize| -> Result<usize> {
-            let full = (len - 1) * s + d * (k - 1) + extra + 1;
-            if len == 0 || k == 0 || full <= 2 * p {
+            let overflow = || ErrorKind::SizeOverflow { op: OP, shape: vec![len, k, s, p, d] };
+            let full = (len.saturating_sub(1).checked_mul(s))
+                .and_then(|v| v.checked_add(d.checked_mul(k.saturating_sub(1))?))
+                .and_then(|v| v.checked_add(extra + 1))
+                .ok_or_else(overflow)?;
+            if len == 0 || k == 0 || full <= p.saturating_mul(2) {
                 return invalid(OP, "padding", format!("padding {p} leaves no output from size {full}"));
             }
             Ok(full - 2 * p)
@@ -241,24 +248,35 @@ impl Tensor {
             dil: opts.dilation,
             groups: opts.groups,
         };
-        Ok(run_conv(self, w, bias, g, [n, cout, oh, ow], true))
+        run_conv(self, w, bias, g, [n, cout, oh, ow], true)
     }
 }
 
 /// The shared tail of conv2d and conv_transpose2d: the kernel (forward correlation, or the
 /// data-gradient scatter that a transposed convolution is), the bias, and the record.
-fn run_conv(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, g: ConvGeom, shape: [usize; 4], transposed: bool) -> Tensor {
-    let (xd, wd) = (x.contiguous_data(), w.contiguous_data());
-    let mut y = crate::tensor::zeroed(shape.iter().product());
+fn run_conv(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    g: ConvGeom,
+    shape: [usize; 4],
+    transposed: bool,
+) -> Result<Tensor> {
+    let (xd, wd) = (x.contiguous_data()?, w.contiguous_data()?);
+    let op = if transposed { "conv_transpose2d" } else { "conv2d" };
+    let mut y = crate::tensor::zeroed(op, Size::of(op, &shape)?.numel())?;
     if transposed {
-        k::backward_data(&g, xd.packed(), wd.packed(), &mut y);
+        k::backward_data(&g, xd.packed(), wd.packed(), &mut y)?;
     } else {
-        k::forward(&g, xd.packed(), wd.packed(), &mut y);
+        k::forward(&g, xd.packed(), wd.packed(), &mut y)?;
     }
     if let Some(b) = bias {
-        b.with_data(|bd| k::add_channel_bias(&mut y, bd, shape[2] * shape[3]));
+        b.try_with_data("conv", |bd| {
+            k::add_channel_bias(&mut y, bd, shape[2] * shape[3]);
+            Ok(())
+        })?;
     }
-    attach_conv(Tensor::from_parts(y, &shape), x, w, bias, g, transposed)
+    Ok(attach_conv(Tensor::from_parts(y, &shape), x, w, bias, g, transposed))
 }
 
 fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: ConvGeom, transposed: bool) -> Tensor {
@@ -292,26 +310,26 @@ impl Backward for ConvBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused(self.name())?;
         let g = &self.geom;
-        let gy = gy.contiguous_data();
-        let (x, w) = (self.x.contiguous_data(), self.w.contiguous_data());
+        let gy = gy.contiguous_data()?;
+        let (x, w) = (self.x.contiguous_data()?, self.w.contiguous_data()?);
         let mut out: Grads = SmallVec::from_elem(None, self.operands);
         if cx.needs_grad(0) {
-            let mut gx = crate::tensor::zeroed(self.x.numel());
+            let mut gx = crate::tensor::zeroed("conv", self.x.numel())?;
             if self.transposed {
-                k::forward(g, gy.packed(), w.packed(), &mut gx);
+                k::forward(g, gy.packed(), w.packed(), &mut gx)?;
             } else {
-                k::backward_data(g, gy.packed(), w.packed(), &mut gx);
+                k::backward_data(g, gy.packed(), w.packed(), &mut gx)?;
             }
             out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
         }
         if cx.needs_grad(1) {
             // The weight gradient pairs the image side with the column side.
             let (image, cols) = if self.transposed { (gy.packed(), x.packed()) } else { (x.packed(), gy.packed()) };
-            out[1] = Some(Tensor::from_parts(k::backward_weight(g, image, cols), self.w.shape()));
+            out[1] = Some(Tensor::from_parts(k::backward_weight(g, image, cols)?, self.w.shape()));
         }
         if cx.needs_grad(2) {
             let (ch, spatial) = if self.transposed { (g.c, g.h * g.w) } else { (g.o, g.oh * g.ow) };
-            out[2] = Some(Tensor::from_parts(k::channel_sum(gy.packed(), ch, spatial), &[ch]));
+            out[2] = Some(Tensor::from_parts(k::channel_sum(gy.packed(), ch, spatial)?, &[ch]));
         }
         Ok(out)
     }

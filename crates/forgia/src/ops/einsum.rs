@@ -14,8 +14,8 @@ impl Tensor {
     ///
     /// ```
     /// use forgia::Tensor;
-    /// let x = Tensor::ones(&[2, 3]).with_names(&[Some("batch"), Some("in")])?;
-    /// let w = Tensor::ones(&[3, 4]).with_names(&[Some("in"), Some("out")])?;
+    /// let x = Tensor::ones(&[2, 3])?.with_names(&[Some("batch"), Some("in")])?;
+    /// let w = Tensor::ones(&[3, 4])?.with_names(&[Some("in"), Some("out")])?;
     /// let y = x.dot(&w, "in")?;
     /// assert_eq!(y.shape(), &[2, 4]);
     /// assert_eq!(y.names().unwrap(), vec![Some("batch".to_string()), Some("out".to_string())]);

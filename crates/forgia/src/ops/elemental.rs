@@ -38,9 +38,7 @@ where
     F: Fn(f32) -> f32 + Send + Sync + 'static,
     B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static,
 {
-    let data = x.with_data(|d| pointwise::map(d, &forward));
-    let mut y = Tensor::from_parts(data, x.shape());
-    y.names = x.names.clone();
+    let y = x.map_stored("elemental_unary", |d| pointwise::map(d, &forward));
     let saved_y = y.detach();
     attach(y, &[x], move || UnaryBackward { backward, x: x.detach(), y: saved_y })
 }
@@ -60,8 +58,8 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
     /// `gx[i] = backward(x[i], y[i], gy[i])`, in one fused pass.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused("elemental_unary")?;
-        let (x, y, g) = (self.x.contiguous_data(), self.y.contiguous_data(), gy.contiguous_data());
-        let gx = pointwise::zip3(x.packed(), y.packed(), g.packed(), &self.backward);
+        let (x, y, g) = (self.x.contiguous_data()?, self.y.contiguous_data()?, gy.contiguous_data()?);
+        let gx = pointwise::zip3(x.packed(), y.packed(), g.packed(), &self.backward)?;
         Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, self.x.shape())), 1))
     }
 }
@@ -117,10 +115,10 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused("elemental_binary")?;
         let shape = self.y.shape();
-        let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data();
-        let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data();
-        let (y, g) = (self.y.contiguous_data(), gy.contiguous_data());
-        let (ga, gb) = map4_pair(a.packed(), b.packed(), y.packed(), g.packed(), &self.backward);
+        let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data()?;
+        let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data()?;
+        let (y, g) = (self.y.contiguous_data()?, gy.contiguous_data()?);
+        let (ga, gb) = map4_pair(a.packed(), b.packed(), y.packed(), g.packed(), &self.backward)?;
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
             out[0] = Some(sum_to_shape(&Tensor::from_parts(ga, shape), self.a.shape())?);
@@ -140,9 +138,9 @@ fn map4_pair(
     y: &[f32],
     g: &[f32],
     f: &(impl Fn(f32, f32, f32, f32) -> (f32, f32) + Sync),
-) -> (Vec<f32>, Vec<f32>) {
+) -> Result<(Vec<f32>, Vec<f32>)> {
     let n = a.len();
-    let (mut p, mut q) = (crate::tensor::zeroed(n), crate::tensor::zeroed(n));
+    let (mut p, mut q) = (crate::tensor::zeroed("elemental_binary", n)?, crate::tensor::zeroed("elemental_binary", n)?);
     let body = |start: usize, p: &mut [f32], q: &mut [f32]| {
         for i in 0..p.len() {
             let j = start + i;
@@ -159,5 +157,5 @@ fn map4_pair(
     } else {
         body(0, &mut p, &mut q);
     }
-    (p, q)
+    Ok((p, q))
 }

@@ -12,7 +12,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::index as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Shape, Tensor};
+use crate::tensor::{Axis, Shape, Size, Tensor};
 
 /// A tensor of integer indices (class labels, token ids, gather positions), row-major.
 ///
@@ -36,13 +36,15 @@ impl Indices {
     /// Indices from row-major `data` with `shape`.
     ///
     /// # Errors
-    /// `LengthMismatch` when `data.len()` is not the product of `shape`.
+    /// `LengthMismatch` when `data.len()` is not the product of `shape`; `SizeOverflow` when
+    /// that product does not fit.
     pub fn new(data: Vec<i64>, shape: &[usize]) -> Result<Indices> {
-        if data.len() != numel(shape) {
+        let expected = Size::of("Indices::new", shape)?.numel();
+        if data.len() != expected {
             return fail(ErrorKind::LengthMismatch {
                 op: "Indices::new",
                 shape: shape.to_vec(),
-                expected: numel(shape),
+                expected,
                 got: data.len(),
             });
         }
@@ -168,10 +170,10 @@ impl Tensor {
         }
         let idx = indices.checked("index_select", self.shape()[a])?;
         let (outer, d, inner) = split3(self.shape(), a);
-        let x = self.contiguous_data();
+        let x = self.contiguous_data()?;
         let mut shape: Shape = self.shape().into();
         shape[a] = idx.len();
-        let out = Tensor::from_parts(k::index_select(x.packed(), outer, d, inner, &idx), &shape);
+        let out = Tensor::from_parts(k::index_select(x.packed(), outer, d, inner, &idx)?, &shape);
         Ok(attach(out, &[self], || IndexSelectBackward {
             axis: a,
             indices: indices.clone(),
@@ -221,8 +223,8 @@ impl Tensor {
         let a = self.axis("gather", axis)?;
         check_like("gather", indices, self.shape(), a, true)?;
         let idx = indices.checked("gather", self.shape()[a])?;
-        let x = self.contiguous_data();
-        let out = Tensor::from_parts(k::gather(x.packed(), self.shape(), a, &idx, indices.shape()), indices.shape());
+        let x = self.contiguous_data()?;
+        let out = Tensor::from_parts(k::gather(x.packed(), self.shape(), a, &idx, indices.shape())?, indices.shape());
         Ok(attach(out, &[self], || GatherBackward { axis: a, indices: indices.clone(), in_shape: self.shape().into() }))
     }
 
@@ -267,7 +269,7 @@ impl Backward for IndexSelectBackward {
         "index_select"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let gx = Tensor::zeros(&self.in_shape).index_add(self.axis, &self.indices, gy)?;
+        let gx = Tensor::zeros(&self.in_shape)?.index_add(self.axis, &self.indices, gy)?;
         Ok(SmallVec::from_elem(Some(gx), 1))
     }
 }
@@ -302,7 +304,7 @@ impl Backward for GatherBackward {
         "gather"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let gx = Tensor::zeros(&self.in_shape).scatter_add(self.axis, &self.indices, gy)?;
+        let gx = Tensor::zeros(&self.in_shape)?.scatter_add(self.axis, &self.indices, gy)?;
         Ok(SmallVec::from_elem(Some(gx), 1))
     }
 }

@@ -9,7 +9,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Tensor};
+use crate::tensor::{Axis, Layout, Shape, Size, Tensor};
 
 /// Checks that every tensor has the rank and shape of the first, except along `axis`.
 fn check_same_but(op: &'static str, ts: &[&Tensor], axis: Option<usize>) -> Result<()> {
@@ -41,8 +41,9 @@ impl Tensor {
         check_same_but("concat", tensors, Some(a))?;
         let sizes: Vec<usize> = tensors.iter().map(|t| t.shape()[a]).collect();
         let mut shape: Shape = tensors[0].shape().into();
-        shape[a] = sizes.iter().sum();
-        let mut data = crate::tensor::zeroed(numel(&shape));
+        shape[a] = sizes.iter().try_fold(0usize, |acc, &s| acc.checked_add(s)).unwrap_or(usize::MAX);
+        Size::of("concat", &shape)?;
+        let mut data = crate::tensor::zeroed("concat", numel(&shape))?;
         let full = Layout::contiguous(&shape);
         let mut start = 0;
         for (t, &len) in tensors.iter().zip(&sizes) {
@@ -81,7 +82,8 @@ impl Tensor {
     /// `AxisOutOfRange`; `InvalidArgument` when the sizes do not add up to the axis.
     pub fn split(&self, axis: impl Into<Axis>, sizes: &[usize]) -> Result<Vec<Tensor>> {
         let a = self.axis("split", axis)?;
-        if sizes.iter().sum::<usize>() != self.shape()[a] {
+        let total = sizes.iter().try_fold(0usize, |acc, &s| acc.checked_add(s));
+        if total != Some(self.shape()[a]) {
             return fail(ErrorKind::InvalidArgument {
                 op: "split",
                 arg: "sizes",
@@ -128,8 +130,12 @@ impl Tensor {
                 shape: self.shape().to_vec(),
             });
         }
-        let shape: Shape = self.shape().iter().zip(pads).map(|(&d, &(b, e))| d + b + e).collect();
-        let mut data = vec![value; numel(&shape)];
+        let mut shape = Shape::new();
+        for (&d, &(b, e)) in self.shape().iter().zip(pads) {
+            shape.push(Size::add("pad", self.shape(), d, b).and_then(|s| Size::add("pad", self.shape(), s, e))?);
+        }
+        let mut data = crate::tensor::buffer("pad", Size::of("pad", &shape)?.numel())?;
+        data.fill(value);
         let mut inner = Layout::contiguous(&shape);
         for (i, (&d, &(b, _))) in self.shape().iter().zip(pads).enumerate() {
             inner = inner.narrowed(i, b, d, 1);
@@ -157,7 +163,7 @@ impl Tensor {
             }
             l.strides[a] = -l.strides[a];
         }
-        let mut out = Tensor::from_parts(crate::tensor::gather(self.storage().as_slice(), &l), self.shape());
+        let mut out = Tensor::from_parts(crate::tensor::gather("flip", self.storage().as_slice(), &l)?, self.shape());
         out.names = self.names.clone();
         Ok(attach(out, &[self], || FlipBackward { axes: axes.to_vec() }))
     }
@@ -182,7 +188,8 @@ impl Tensor {
         // [1, d0, 1, d1, ...] broadcast to [r0, d0, r1, d1, ...], then merged pairwise.
         let interleaved: Vec<usize> = dims.iter().flat_map(|&d| [1, d]).collect();
         let expanded: Vec<usize> = repeats.iter().zip(&dims).flat_map(|(&r, &d)| [r, d]).collect();
-        let merged: Vec<usize> = repeats.iter().zip(&dims).map(|(&r, &d)| r * d).collect();
+        let merged = repeats.iter().zip(&dims).map(|(&r, &d)| Size::mul("repeat", self.shape(), r, d));
+        let merged = merged.collect::<Result<Vec<usize>>>()?;
         self.reshape(&interleaved)?.broadcast_to(&expanded)?.reshape(&merged)
     }
 
@@ -200,7 +207,8 @@ impl Tensor {
         }
         let mut dims = to.clone();
         if let Some(&i) = inferred.first() {
-            let known: usize = to.iter().filter(|&&d| d != usize::MAX).product();
+            let known = Size::of("reshape", &to.iter().copied().filter(|&d| d != usize::MAX).collect::<Vec<_>>())?;
+            let known = known.numel();
             if known == 0 || !self.numel().is_multiple_of(known) {
                 return fail(bad());
             }

@@ -55,9 +55,9 @@ impl Tensor {
             }
         }
         let m = self.numel() / k.max(1);
-        let x = self.contiguous_data();
-        let w = weight.contiguous_data();
-        let mut out = crate::tensor::buffer(m * n);
+        let x = self.contiguous_data()?;
+        let w = weight.contiguous_data()?;
+        let mut out = crate::tensor::buffer("linear", m * n)?;
         let xm = MatRef { data: x.packed(), offset: 0, row_stride: k as isize, col_stride: 1 };
         // Wᵀ read in place: element (i, j) of Wᵀ is W[j, i].
         let wt = MatRef { data: w.packed(), offset: 0, row_stride: 1, col_stride: k as isize };

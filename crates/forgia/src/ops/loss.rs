@@ -193,7 +193,7 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
     if c == 0 {
         return fail(ErrorKind::EmptyTensor { op: "cross_entropy", shape: x.shape().to_vec() });
     }
-    let data = x.contiguous_data();
+    let data = x.contiguous_data()?;
     let d = data.packed();
     let lse = row_logsumexp(d, n, c);
     let mut rows = vec![0.0; n];
@@ -227,10 +227,10 @@ impl CrossEntropyBackward {
     }
 
     /// The smoothed target distribution, `[N, C]`.
-    fn target(&self, c: usize) -> Vec<f32> {
-        let mut t = crate::tensor::buffer(self.targets.len() * c);
+    fn target(&self, c: usize) -> Result<Vec<f32>> {
+        let mut t = crate::tensor::buffer("cross_entropy", self.targets.len() * c)?;
         k::one_hot_rows(&self.targets, c, self.target_values(c), &mut t);
-        t
+        Ok(t)
     }
 }
 
@@ -243,13 +243,13 @@ impl Backward for CrossEntropyBackward {
         let (n, c) = (self.x.shape()[0], self.x.shape()[1]);
         let w = row_weights(&self.targets, self.reduction, self.count);
         let gx = if cx.create_graph() {
-            let target = Tensor::from_parts(self.target(c), &[n, c]);
+            let target = Tensor::from_parts(self.target(c)?, &[n, c]);
             cx.input(0, &self.x).softmax(1)?.sub(&target)?.mul(&w)?.mul(&gy_rows(gy)?)?
         } else {
             let g = gy.to_vec();
             let (w, d) = (w.packed(), self.x.packed());
             let scale = |r: usize| w[r] * if g.len() == 1 { g[0] } else { g[r] };
-            let mut out = crate::tensor::buffer(n * c);
+            let mut out = crate::tensor::buffer("cross_entropy", n * c)?;
             k::cross_entropy_grad(d, c, &self.lse, &self.targets, self.target_values(c), scale, &mut out);
             Tensor::from_parts(out, &[n, c])
         };
@@ -275,7 +275,7 @@ impl Backward for NllBackward {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut hot = crate::tensor::buffer(self.n * self.c);
+        let mut hot = crate::tensor::buffer("nll_loss", self.n * self.c)?;
         k::one_hot_rows(&self.targets, self.c, (0.0, -1.0), &mut hot);
         let w = row_weights(&self.targets, self.reduction, self.count);
         let gx = Tensor::from_parts(hot, &[self.n, self.c]).mul(&w)?.mul(&gy_rows(gy)?)?;

@@ -10,7 +10,7 @@ use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
-use crate::tensor::{Layout, Shape, Tensor};
+use crate::tensor::{Layout, Shape, Size, Tensor};
 
 /// The batch part (all but the last two axes) of a layout, as its own layout.
 fn batch_layout(l: &Layout, batch: &[usize]) -> Layout {
@@ -29,18 +29,18 @@ fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
 }
 
 /// `a · b` over rank ≥ 2 operands (no node). Shapes are checked by the caller.
-fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n: usize) -> Vec<f32> {
+fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n: usize) -> Result<Vec<f32>> {
     let (a, b) = (&a.detach(), &b.detach()); // a variable's current values, held for the product
     let (ra, rb) = (a.rank(), b.rank());
     let (la, lb) = (batch_layout(&a.layout, batch), batch_layout(&b.layout, batch));
     let count = numel(batch);
-    let mut out = crate::tensor::buffer(count * m * n);
+    let mut out = crate::tensor::buffer("matmul", count * m * n)?;
     let one = |bi: usize, c: &mut [f32]| {
         let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
         gemm(m, n, k, mat(a, oa, ra), mat(b, ob, rb), c, false, 1.0);
     };
     if m * n == 0 {
-        return out;
+        return Ok(out);
     }
     if count > 1 && m * n * k < 1 << 18 {
         // Many small products (attention heads): one product per task.
@@ -50,7 +50,7 @@ fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n
             one(bi, c);
         }
     }
-    out
+    Ok(out)
 }
 
 impl Tensor {
@@ -62,7 +62,9 @@ impl Tensor {
     ///
     /// # Errors
     /// `RankMismatch` for a rank-0 operand; `ShapeMismatch` when the inner sizes differ or the
-    /// batch axes do not broadcast.
+    /// batch axes do not broadcast; `SizeOverflow` when the result's size overflows;
+    /// `WorkLimitExceeded` when `batch · m · n · k` passes [`crate::MAX_WORK`] (broadcast views
+    /// can ask for that with no memory behind it); `OutOfMemory`.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         if self.rank() == 0 || other.rank() == 0 {
             let shape = if self.rank() == 0 { self.shape() } else { other.shape() };
@@ -104,12 +106,21 @@ impl Tensor {
             return fail(mismatch());
         }
         let batch =
-            broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2]).map_err(|_| mismatch())?;
-        let data = matmul_forward(self, other, &batch, m, k, n);
+            broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2]).map_err(|e| {
+                match e.kind() {
+                    ErrorKind::ShapeMismatch { .. } => mismatch().into(),
+                    _ => e,
+                }
+            })?;
         let mut shape: Shape = batch.clone();
         shape.extend_from_slice(&[m, n]);
+        Size::of("matmul", &shape)?;
+        let count = numel(&batch); // checked by broadcast_shapes
+                                   // Broadcast views make m·n·k unbounded by memory ([1, 2^62] · [2^62, 1]).
+        Size::work("matmul", &shape, &[count, m, n, k])?;
+        let data = matmul_forward(self, other, &batch, m, k, n)?;
         let out = Tensor::from_parts(data, &shape);
-        let work = 2 * numel(&batch) * m * n * k;
+        let work = 2 * count * m * n * k; // at most 2 · MAX_WORK, checked above
         Ok(attach(out, &[self, other], || MatmulBackward { a: self.detach(), b: other.detach(), work }))
     }
 }

@@ -28,8 +28,11 @@ pub struct RunningStats {
 
 impl RunningStats {
     /// Fresh statistics for `channels` channels (mean 0, variance 1, momentum 0.1).
-    pub fn new(channels: usize) -> Self {
-        RunningStats { mean: Tensor::zeros(&[channels]), var: Tensor::ones(&[channels]), momentum: 0.1 }
+    ///
+    /// # Errors
+    /// `SizeOverflow` / `OutOfMemory` for a `channels` too large to allocate.
+    pub fn new(channels: usize) -> Result<Self> {
+        Ok(RunningStats { mean: Tensor::zeros(&[channels])?, var: Tensor::ones(&[channels])?, momentum: 0.1 })
     }
 }
 
@@ -87,14 +90,14 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
     if x.numel() == 0 {
         return fail(ErrorKind::EmptyTensor { op: spec.op, shape: x.shape().to_vec() });
     }
-    let xd = x.contiguous_data();
-    let (wd, bd) = (w.map(Tensor::contiguous_data), b.map(Tensor::contiguous_data));
+    let xd = x.contiguous_data()?;
+    let (wd, bd) = (w.map(Tensor::contiguous_data).transpose()?, b.map(Tensor::contiguous_data).transpose()?);
     let (y, mean, rstd, var) = match spec.rows(wd.as_ref(), bd.as_ref()) {
-        Some(rows) => rows.forward(xd.packed(), eps),
+        Some(rows) => rows.forward(xd.packed(), eps)?,
         None => {
             let (mean, var) = k::moments(&spec.sets, xd.packed(), spec.rms);
             let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
-            let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd);
+            let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd)?;
             k::affine(&mut y, wd.as_ref().map(Tensor::packed), bd.as_ref().map(Tensor::packed), spec.inner);
             (y, mean, rstd, var)
         }
@@ -295,13 +298,13 @@ impl Backward for NormBackward {
         cx.fused(self.spec.op)?;
         let (s, inner) = (&self.spec.sets, self.spec.inner);
         let count = numel(&self.spec.param_shape);
-        let gy = gy.contiguous_data();
+        let gy = gy.contiguous_data()?;
         let x = self.x.packed();
         let w_slot = self.weight.is_some() as usize;
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
         if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
             let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
-            let grads = rows.backward((x, gy.packed()), (&self.mean, &self.rstd), need);
+            let grads = rows.backward((x, gy.packed()), (&self.mean, &self.rstd), need)?;
             out[0] = grads.x.map(|g| Tensor::from_parts(g, self.x.shape()));
             if w_slot == 1 {
                 out[1] = grads.weight.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
@@ -312,16 +315,16 @@ impl Backward for NormBackward {
             return Ok(out);
         }
         if cx.needs_grad(0) {
-            let mut g = Scratch::new(gy.numel());
+            let mut g = Scratch::new("norm", gy.numel())?;
             g.copy_from_slice(gy.packed());
             if let Some(w) = &self.weight {
                 k::affine(&mut g, Some(w.packed()), None, inner);
             }
-            let gx = k::backward(s, x, &g, &self.mean, &self.rstd, self.spec.rms);
+            let gx = k::backward(s, x, &g, &self.mean, &self.rstd, self.spec.rms)?;
             out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
         }
         if w_slot == 1 && cx.needs_grad(1) {
-            let mut xhat = Scratch::from_vec(k::normalize(s, x, &self.mean, &self.rstd));
+            let mut xhat = Scratch::from_vec(k::normalize(s, x, &self.mean, &self.rstd)?);
             for (h, &g) in xhat.iter_mut().zip(gy.packed()) {
                 *h *= g;
             }

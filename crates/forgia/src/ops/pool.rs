@@ -9,7 +9,9 @@ use smallvec::SmallVec;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pool::{self as k, PoolGeom};
-use crate::tensor::{Shape, Tensor};
+use crate::tensor::{Shape, Size, Tensor};
+
+const OP_UP: &str = "upsample_nearest2d";
 
 /// Checks a pooling's arguments and returns its geometry and the number of planes.
 fn geometry(
@@ -29,14 +31,17 @@ fn geometry(
     if stride.0 == 0 || stride.1 == 0 {
         return invalid("stride", format!("must be at least 1, got {stride:?}"));
     }
-    if 2 * padding.0 > kernel.0 || 2 * padding.1 > kernel.1 {
+    // Checked: a padding near usize::MAX must not wrap into a small one.
+    let twice = |p: usize| p.saturating_mul(2);
+    if twice(padding.0) > kernel.0 || twice(padding.1) > kernel.1 {
         return invalid("padding", format!("{padding:?} must be at most half the kernel {kernel:?}"));
     }
-    if kernel.0 > h + 2 * padding.0 || kernel.1 > w + 2 * padding.1 {
+    let (ph, pw) = (Size::add(op, x.shape(), h, 2 * padding.0)?, Size::add(op, x.shape(), w, 2 * padding.1)?);
+    if kernel.0 > ph || kernel.1 > pw {
         return invalid("kernel", format!("kernel {kernel:?} is larger than the padded input {:?}", [h, w]));
     }
-    let oh = (h + 2 * padding.0 - kernel.0) / stride.0 + 1;
-    let ow = (w + 2 * padding.1 - kernel.1) / stride.1 + 1;
+    let oh = (ph - kernel.0) / stride.0 + 1;
+    let ow = (pw - kernel.1) / stride.1 + 1;
     Ok((PoolGeom { h, w, oh, ow, k: kernel, s: stride, p: padding }, n * c))
 }
 
@@ -57,7 +62,7 @@ impl Tensor {
         padding: (usize, usize),
     ) -> Result<Tensor> {
         let (g, count) = geometry("max_pool2d", self, kernel, stride, padding)?;
-        let (y, arg) = self.with_data(|d| k::max_forward(&g, d, count));
+        let (y, arg) = self.try_with_data("pool", |d| k::max_forward(&g, d, count))?;
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
         Ok(attach(out, &[self], || PoolBackward {
             geom: g,
@@ -81,7 +86,7 @@ impl Tensor {
         padding: (usize, usize),
     ) -> Result<Tensor> {
         let (g, count) = geometry("avg_pool2d", self, kernel, stride, padding)?;
-        let y = self.with_data(|d| k::avg_forward(&g, d, count));
+        let y = self.try_with_data("pool", |d| k::avg_forward(&g, d, count))?;
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
         Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: None, in_shape: self.shape().into() }))
     }
@@ -114,12 +119,8 @@ impl Tensor {
             let reason = "must be at least 1".into();
             return fail(ErrorKind::InvalidArgument { op: "upsample_nearest2d", arg: "scale", reason });
         }
-        self.reshape(&[n, c, h, 1, w, 1])?.broadcast_to(&[n, c, h, scale, w, scale])?.reshape(&[
-            n,
-            c,
-            h * scale,
-            w * scale,
-        ])
+        let (oh, ow) = (Size::mul(OP_UP, self.shape(), h, scale)?, Size::mul(OP_UP, self.shape(), w, scale)?);
+        self.reshape(&[n, c, h, 1, w, 1])?.broadcast_to(&[n, c, h, scale, w, scale])?.reshape(&[n, c, oh, ow])
     }
 }
 
@@ -143,10 +144,12 @@ impl Backward for PoolBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused(self.name())?;
-        let gx = gy.with_data(|g| match &self.argmax {
-            Some(arg) => k::max_backward(&self.geom, g, arg, self.count),
-            None => k::avg_backward(&self.geom, g, self.count),
-        });
+        let gx = gy.try_with_data("pool", |g| {
+            Ok(match &self.argmax {
+                Some(arg) => k::max_backward(&self.geom, g, arg, self.count)?,
+                None => k::avg_backward(&self.geom, g, self.count)?,
+            })
+        })?;
         Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, &self.in_shape)), 1))
     }
 

@@ -25,7 +25,10 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Plans reducing `axes` (sorted, distinct) of `x`.
-    pub(crate) fn new(x: &Tensor, axes: &[usize], keepdim: bool) -> Plan {
+    ///
+    /// # Errors
+    /// `WorkLimitExceeded` / `OutOfMemory` when packing a broadcast input is too large.
+    pub(crate) fn new(x: &Tensor, axes: &[usize], keepdim: bool) -> Result<Plan> {
         let shape = x.shape();
         let kept: Shape = shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
         let out: Shape = if keepdim {
@@ -35,20 +38,20 @@ impl Plan {
         };
         let block = axes.windows(2).all(|w| w[1] == w[0] + 1);
         let (data, outer, red, inner) = if axes.is_empty() {
-            (x.contiguous_data(), numel(shape), 1, 1)
+            (x.contiguous_data()?, numel(shape), 1, 1)
         } else if block {
             let (a, b) = (axes[0], axes[axes.len() - 1] + 1);
-            (x.contiguous_data(), numel(&shape[..a]), numel(&shape[a..b]), numel(&shape[b..]))
+            (x.contiguous_data()?, numel(&shape[..a]), numel(&shape[a..b]), numel(&shape[b..]))
         } else {
             // Kept axes first, reduced axes last, then pack.
             let perm: Vec<usize> = (0..shape.len()).filter(|i| !axes.contains(i)).chain(axes.iter().copied()).collect();
             let red: usize = axes.iter().map(|&a| shape[a]).product();
             // The kept sizes' product, not numel / red: that is 0 when a reduced axis is empty.
             let outer: usize = perm[..perm.len() - axes.len()].iter().map(|&a| shape[a]).product();
-            let t = x.detach().with_layout(x.layout.permuted(&perm)).contiguous_data();
+            let t = x.detach().with_layout(x.layout.permuted(&perm)).contiguous_data()?;
             (t, outer, red, 1)
         };
-        Plan { data, outer, red, inner, kept, out }
+        Ok(Plan { data, outer, red, inner, kept, out })
     }
 }
 
@@ -61,8 +64,8 @@ impl Tensor {
     /// `AxisOutOfRange`, `UnknownAxisName` or `DuplicateAxis` for bad axes.
     pub fn sum(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let axes = self.axes("sum", axes)?;
-        let plan = Plan::new(self, &axes, keepdim);
-        let data = k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner);
+        let plan = Plan::new(self, &axes, keepdim)?;
+        let data = k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner)?;
         let out = Tensor::from_parts(data, &plan.out);
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: 1.0 }))
     }
@@ -79,10 +82,10 @@ impl Tensor {
         if n == 0 {
             return fail(ErrorKind::EmptyTensor { op: "mean", shape: self.shape().to_vec() });
         }
-        let plan = Plan::new(self, &axes, keepdim);
+        let plan = Plan::new(self, &axes, keepdim)?;
         let inv = 1.0 / n as f32;
         let data: Vec<f32> =
-            k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner).into_iter().map(|v| v * inv).collect();
+            k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner)?.into_iter().map(|v| v * inv).collect();
         let out = Tensor::from_parts(data, &plan.out);
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: inv }))
     }
@@ -91,7 +94,12 @@ impl Tensor {
     ///
     /// Backward: `gx = broadcast(gy, x.shape)`.
     pub fn sum_all(&self) -> Tensor {
-        let total = self.with_data(|d| k::sum(d, 1, d.len(), 1)[0]);
+        // Over the stored elements only, times their repeats: a broadcast view costs what its
+        // storage holds, never its logical size.
+        let (stored, repeats) = self.stored();
+        // Panics only when memory cannot hold a copy of the stored elements (a strided view).
+        let total = stored.try_with_data("sum_all", |d| Ok(k::sum(d, 1, d.len(), 1)?[0]));
+        let total = total.unwrap_or_else(|e| panic!("{e}")) * repeats as f32;
         attach(Tensor::scalar(total), &[self], || SumBackward {
             in_shape: self.shape().into(),
             kept: Shape::new(),
@@ -111,7 +119,8 @@ impl Tensor {
             return fail(ErrorKind::EmptyTensor { op: "mean_all", shape: self.shape().to_vec() });
         }
         let inv = 1.0 / n as f32;
-        let total = self.with_data(|d| k::sum(d, 1, d.len(), 1)[0]) * inv;
+        let (stored, repeats) = self.stored();
+        let total = stored.try_with_data("mean_all", |d| Ok(k::sum(d, 1, d.len(), 1)?[0]))? * repeats as f32 * inv;
         Ok(attach(Tensor::scalar(total), &[self], || SumBackward {
             in_shape: self.shape().into(),
             kept: Shape::new(),
@@ -200,8 +209,8 @@ impl Tensor {
         if self.shape()[a] == 0 {
             return fail(ErrorKind::EmptyTensor { op, shape: self.shape().to_vec() });
         }
-        let plan = Plan::new(self, &[a], false);
-        let (vals, args) = k::extremum(plan.data.packed(), plan.outer, plan.red, plan.inner, max);
+        let plan = Plan::new(self, &[a], false)?;
+        let (vals, args) = k::extremum(plan.data.packed(), plan.outer, plan.red, plan.inner, max)?;
         Ok((plan, vals, args))
     }
 
@@ -239,7 +248,7 @@ impl Backward for ExtremumBackward {
     /// differentiable in `gy`.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
-        let mut mask = crate::tensor::zeroed(numel(&self.in_shape));
+        let mut mask = crate::tensor::zeroed("reduce", numel(&self.in_shape))?;
         let inner = self.inner.max(1);
         for (j, &r) in self.args.iter().enumerate() {
             let (o, i) = (j / inner, j % inner);

@@ -33,8 +33,8 @@ impl Tensor {
             });
         }
         let denom = (n - correction) as f32;
-        let plan = Plan::new(self, &axes, keepdim);
-        let out = Tensor::from_parts(k::var(plan.data.packed(), plan.outer, plan.red, plan.inner, denom), &plan.out);
+        let plan = Plan::new(self, &axes, keepdim)?;
+        let out = Tensor::from_parts(k::var(plan.data.packed(), plan.outer, plan.red, plan.inner, denom)?, &plan.out);
         Ok(attach(out, &[self], || VarBackward {
             x: self.detach(),
             axes: axes.to_vec(),
@@ -54,8 +54,8 @@ impl Tensor {
         if axes.iter().any(|&a| self.shape()[a] == 0) {
             return fail(ErrorKind::EmptyTensor { op: "logsumexp", shape: self.shape().to_vec() });
         }
-        let plan = Plan::new(self, &axes, keepdim);
-        let out = Tensor::from_parts(k::logsumexp(plan.data.packed(), plan.outer, plan.red, plan.inner), &plan.out);
+        let plan = Plan::new(self, &axes, keepdim)?;
+        let out = Tensor::from_parts(k::logsumexp(plan.data.packed(), plan.outer, plan.red, plan.inner)?, &plan.out);
         let y = out.detach();
         Ok(attach(out, &[self], || LogsumexpBackward { x: self.detach(), y, kept: plan.kept.clone() }))
     }
@@ -69,8 +69,8 @@ impl Tensor {
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn prod(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
         let a = self.axis("prod", axis)?;
-        let plan = Plan::new(self, &[a], keepdim);
-        let out = Tensor::from_parts(k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner), &plan.out);
+        let plan = Plan::new(self, &[a], keepdim)?;
+        let out = Tensor::from_parts(k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner)?, &plan.out);
         Ok(attach(out, &[self], || ProdBackward { x: self.detach(), axis: a, kept: plan.kept.clone() }))
     }
 
@@ -82,16 +82,16 @@ impl Tensor {
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn cumsum(&self, axis: impl Into<Axis>) -> Result<Tensor> {
         let a = self.axis("cumsum", axis)?;
-        Ok(self.cumsum_dir(a, false))
+        self.cumsum_dir(a, false)
     }
 
     /// Running sum along a resolved axis, from the start or (`reverse`) from the end.
-    fn cumsum_dir(&self, axis: usize, reverse: bool) -> Tensor {
-        let plan = Plan::new(self, &[axis], true);
-        let data = k::cumsum(plan.data.packed(), plan.outer, plan.red, plan.inner, reverse);
+    fn cumsum_dir(&self, axis: usize, reverse: bool) -> Result<Tensor> {
+        let plan = Plan::new(self, &[axis], true)?;
+        let data = k::cumsum(plan.data.packed(), plan.outer, plan.red, plan.inner, reverse)?;
         let mut out = Tensor::from_parts(data, self.shape());
         out.names = self.names.clone();
-        attach(out, &[self], || CumsumBackward { axis, reverse })
+        Ok(attach(out, &[self], || CumsumBackward { axis, reverse }))
     }
 }
 
@@ -152,7 +152,7 @@ impl ProdBackward {
             let after = x.narrow(self.axis, r + 1, n - r - 1)?.prod(self.axis, true)?;
             let mut onehot_shape = vec![1; x.rank()];
             onehot_shape[self.axis] = n;
-            let mut onehot = crate::tensor::zeroed(n);
+            let mut onehot = crate::tensor::zeroed("reduce", n)?;
             onehot[r] = 1.0;
             let onehot = Tensor::from_parts(onehot, &onehot_shape);
             let term = before.mul(&after)?.mul(&onehot)?;
@@ -161,7 +161,10 @@ impl ProdBackward {
                 None => term,
             });
         }
-        total.unwrap_or_else(|| Tensor::zeros(x.shape())).broadcast_to(x.shape())
+        match total {
+            Some(t) => t.broadcast_to(x.shape()),
+            None => Tensor::zeros(x.shape()),
+        }
     }
 }
 
@@ -174,8 +177,8 @@ impl Backward for ProdBackward {
         let exclusive = if cx.create_graph() {
             self.exclusive_tensor(&cx.input(0, &self.x))?
         } else {
-            let plan = Plan::new(&self.x, &[self.axis], true);
-            let data = k::prod_exclusive(plan.data.packed(), plan.outer, plan.red, plan.inner);
+            let plan = Plan::new(&self.x, &[self.axis], true)?;
+            let data = k::prod_exclusive(plan.data.packed(), plan.outer, plan.red, plan.inner)?;
             Tensor::from_parts(data, self.x.shape())
         };
         let g = expand_reduced(gy, &self.kept, self.x.shape())?.mul(&exclusive)?;
@@ -194,6 +197,6 @@ impl Backward for CumsumBackward {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.cumsum_dir(self.axis, !self.reverse)), 1))
+        Ok(SmallVec::from_elem(Some(gy.cumsum_dir(self.axis, !self.reverse)?), 1))
     }
 }

@@ -43,7 +43,7 @@ fn rope_signed(x: &Tensor, base: f32, sign: f64) -> Result<Tensor> {
             reason: format!("must be positive, got {base}"),
         });
     }
-    let y = x.with_data(|data| k::rotate(data, s, d, base as f64, sign));
+    let y = x.try_with_data("rope", |data| k::rotate(data, s, d, base as f64, sign))?;
     let out = Tensor::from_parts(y, x.shape());
     Ok(attach(out, &[x], || RopeBackward { base, sign }))
 }

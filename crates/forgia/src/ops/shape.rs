@@ -8,7 +8,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Tensor};
+use crate::tensor::{Axis, Layout, Shape, Size, Tensor};
 
 /// A new tensor over the same storage with another layout (no node yet, names dropped).
 fn view(x: &Tensor, layout: Layout) -> Tensor {
@@ -16,18 +16,22 @@ fn view(x: &Tensor, layout: Layout) -> Tensor {
 }
 
 /// A packed copy of `x`, differentiable (the backward is the identity).
-pub(crate) fn materialize(x: &Tensor) -> Tensor {
-    let mut out = Tensor::from_parts(crate::tensor::gather(x.storage().as_slice(), &x.layout), x.shape());
+pub(crate) fn materialize(x: &Tensor) -> Result<Tensor> {
+    let mut out =
+        Tensor::from_parts(crate::tensor::gather("contiguous", x.storage().as_slice(), &x.layout)?, x.shape());
     out.names = x.names.clone();
-    attach(out, &[x], || IdentityBackward)
+    Ok(attach(out, &[x], || IdentityBackward))
 }
 
 impl Tensor {
     /// A contiguous tensor with the same values: `self` (shared) when already contiguous, else
     /// a copy. Differentiable.
-    pub fn contiguous(&self) -> Tensor {
+    ///
+    /// # Errors
+    /// `WorkLimitExceeded` / `OutOfMemory` when the copy of a broadcast view is too large.
+    pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
-            return self.clone();
+            return Ok(self.clone());
         }
         materialize(self)
     }
@@ -38,9 +42,10 @@ impl Tensor {
     /// Backward: `gx = gy.reshape(x.shape)`.
     ///
     /// # Errors
-    /// `InvalidReshape` when the element counts differ.
+    /// `InvalidReshape` when the element counts differ; `SizeOverflow` when the new shape's
+    /// size overflows (`[0]` into `[4, 2^62]`: 4 · 2^62 wraps to 0, and is refused).
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
-        if numel(shape) != self.numel() {
+        if Size::of("reshape", shape)?.numel() != self.numel() {
             return fail(ErrorKind::InvalidReshape { op: "reshape", from: self.shape().to_vec(), to: shape.to_vec() });
         }
         if shape == self.shape() {
@@ -48,7 +53,9 @@ impl Tensor {
         }
         let out = match self.layout.reshaped(shape) {
             Some(l) => view(self, l),
-            None => Tensor::from_parts(crate::tensor::gather(self.storage().as_slice(), &self.layout), shape),
+            None => {
+                Tensor::from_parts(crate::tensor::gather("reshape", self.storage().as_slice(), &self.layout)?, shape)
+            }
         };
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }
@@ -159,6 +166,7 @@ impl Tensor {
     /// # Errors
     /// `ShapeMismatch` when `x` does not broadcast to `shape`.
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        Size::of("broadcast_to", shape)?;
         let ok = shape.len() >= self.rank()
             && self.shape().iter().zip(&shape[shape.len() - self.rank()..]).all(|(&a, &b)| a == b || a == 1);
         if !ok {
@@ -272,20 +280,20 @@ impl Backward for NarrowBackward {
     }
     /// `gx = zeros(x.shape)` with `gy` written at the sliced positions.
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(slice_scatter(gy, &self.in_shape, self.axis, self.start, self.step)), 1))
+        Ok(SmallVec::from_elem(Some(slice_scatter(gy, &self.in_shape, self.axis, self.start, self.step)?), 1))
     }
 }
 
 /// Embeds `g` into zeros of `shape` at positions `start, start+step, …` of `axis`.
 ///
 /// Backward: `gg = gy` sliced the same way.
-fn slice_scatter(g: &Tensor, shape: &[usize], axis: usize, start: usize, step: usize) -> Tensor {
-    let mut data = crate::tensor::zeroed(numel(shape));
+fn slice_scatter(g: &Tensor, shape: &[usize], axis: usize, start: usize, step: usize) -> Result<Tensor> {
+    let mut data = crate::tensor::zeroed("slice", numel(shape))?;
     let target = Layout::contiguous(shape).narrowed(axis, start, g.shape()[axis], step);
     g.with_data(|v| copy::scatter_add(&mut data, &target, v));
     let out = Tensor::from_parts(data, shape);
     let len = g.shape()[axis];
-    attach(out, &[g], || SliceScatterBackward { axis, start, len, step })
+    Ok(attach(out, &[g], || SliceScatterBackward { axis, start, len, step }))
 }
 
 struct SliceScatterBackward {

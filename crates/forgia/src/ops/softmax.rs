@@ -10,12 +10,12 @@ use crate::kernels::softmax as k;
 use crate::tensor::{Axis, Tensor};
 
 /// Runs the forward kernel along axis `a` of `x` (no node).
-fn forward(x: &Tensor, a: usize, log: bool) -> Tensor {
-    let plan = Plan::new(x, &[a], true);
-    let data = k::softmax(plan.data.packed(), plan.outer, plan.red, plan.inner, log);
+fn forward(x: &Tensor, a: usize, log: bool) -> Result<Tensor> {
+    let plan = Plan::new(x, &[a], true)?;
+    let data = k::softmax(plan.data.packed(), plan.outer, plan.red, plan.inner, log)?;
     let mut y = Tensor::from_parts(data, x.shape());
     y.names = x.names.clone();
-    y
+    Ok(y)
 }
 
 impl Tensor {
@@ -33,7 +33,7 @@ impl Tensor {
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn softmax(&self, axis: impl Into<Axis>) -> Result<Tensor> {
         let a = self.axis("softmax", axis)?;
-        let y = forward(self, a, false);
+        let y = forward(self, a, false)?;
         let saved = y.detach();
         Ok(attach(y, &[self], || SoftmaxBackward { y: saved, axis: a, log: false }))
     }
@@ -46,7 +46,7 @@ impl Tensor {
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn log_softmax(&self, axis: impl Into<Axis>) -> Result<Tensor> {
         let a = self.axis("log_softmax", axis)?;
-        let y = forward(self, a, true);
+        let y = forward(self, a, true)?;
         let saved = y.detach();
         Ok(attach(y, &[self], || SoftmaxBackward { y: saved, axis: a, log: true }))
     }
@@ -78,9 +78,9 @@ impl Backward for SoftmaxBackward {
                 y.mul(&gy.sub(&gy.mul(&y)?.sum(self.axis, true)?)?)?
             }
         } else {
-            let plan = Plan::new(&self.y, &[self.axis], true);
-            let g = gy.contiguous_data();
-            let data = k::softmax_backward(plan.data.packed(), g.packed(), plan.outer, plan.red, plan.inner, self.log);
+            let plan = Plan::new(&self.y, &[self.axis], true)?;
+            let g = gy.contiguous_data()?;
+            let data = k::softmax_backward(plan.data.packed(), g.packed(), plan.outer, plan.red, plan.inner, self.log)?;
             Tensor::from_parts(data, gy.shape())
         };
         Ok(SmallVec::from_elem(Some(gx), 1))

@@ -31,11 +31,11 @@ impl Tensor {
         if self.shape()[self.rank() - 1] != w.shape()[1] {
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
         }
-        let wq = w.with_data(|d| {
-            let mut q = crate::tensor::buffer(d.len());
+        let wq = w.try_with_data(OP, |d| {
+            let mut q = crate::tensor::buffer(OP, d.len())?;
             crate::kernels::ste::ternary(d, w.shape()[1], &mut q);
-            Tensor::from_parts(q, w.shape())
-        });
+            Ok(Tensor::from_parts(q, w.shape()))
+        })?;
         let y = self.detach().matmul(&wq.transpose(0, 1)?)?;
         Ok(attach(y, &[self, w], || SteBackward { x: self.detach(), wq }))
     }

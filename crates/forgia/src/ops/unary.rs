@@ -26,15 +26,13 @@ pub(crate) trait UnaryRule: Send + Sync + 'static {
 
 /// Applies a rule: the forward kernel, then the funnel with the rule's record.
 pub(crate) fn unary<R: UnaryRule>(x: &Tensor, rule: R) -> Tensor {
-    let data = x.with_data(|d| {
+    let y = x.map_stored(R::NAME, |d| {
         pointwise::map(
             d,
             #[inline(always)]
             |v| rule.f(v),
         )
     });
-    let mut y = Tensor::from_parts(data, x.shape());
-    y.names = x.names.clone();
     let saved = if R::USES_OUTPUT { y.detach() } else { x.detach() };
     attach(y, &[x], move || UnaryBackward { rule, saved: Saved::new(&saved) })
 }
@@ -56,15 +54,15 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
             let saved = if R::USES_OUTPUT { cx.output(&saved) } else { cx.input(0, &saved) };
             gy.mul(&self.rule.df_tensor(&saved)?)?
         } else {
-            let s = saved.contiguous_data();
-            let g = gy.contiguous_data();
+            let s = saved.contiguous_data()?;
+            let g = gy.contiguous_data()?;
             Tensor::from_parts(
                 pointwise::zip(
                     g.packed(),
                     s.packed(),
                     #[inline(always)]
                     |g, s| g * self.rule.df(s),
-                ),
+                )?,
                 gy.shape(),
             )
         };
@@ -78,8 +76,8 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
 
 /// A constant tensor of `f` applied to `t`'s values (for derivatives that are locally constant,
 /// such as relu's step).
-pub(crate) fn constant_map(t: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> Tensor {
-    t.with_data(|d| Tensor::from_parts(pointwise::map(d, f), t.shape()))
+pub(crate) fn constant_map(t: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
+    t.try_with_data("unary", |d| Ok(Tensor::from_parts(pointwise::map(d, f)?, t.shape())))
 }
 
 /// `2/√π`, the derivative of erf at 0.
@@ -98,7 +96,7 @@ impl UnaryRule for Neg {
         -1.0
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(Tensor::full(x.shape(), -1.0))
+        Tensor::full(x.shape(), -1.0)
     }
 }
 
@@ -223,7 +221,7 @@ impl UnaryRule for Abs {
         }
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(constant_map(x, |v| self.df(v)))
+        constant_map(x, |v| self.df(v))
     }
 }
 
@@ -315,7 +313,7 @@ impl UnaryRule for PowScalar {
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
         if self.p == 0.0 {
-            return Ok(Tensor::zeros(x.shape()));
+            return Tensor::zeros(x.shape());
         }
         Ok(x.pow_scalar(self.p - 1.0).scale(self.p))
     }

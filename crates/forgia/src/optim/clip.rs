@@ -17,7 +17,7 @@ use crate::nn::{Module, Seen};
 /// use forgia::nn::{Linear, Module};
 /// use forgia::{optim::clip_grad_norm, Rng, Tensor};
 /// let model = Linear::new(4, 2, true, &mut Rng::new(0))?;
-/// model.forward(&Tensor::ones(&[3, 4]))?.sum_all().scale(100.0).backward()?;
+/// model.forward(&Tensor::ones(&[3, 4])?)?.sum_all().scale(100.0).backward()?;
 /// let before = clip_grad_norm(&model, 1.0)?;
 /// assert!(before > 1.0);
 /// assert!((clip_grad_norm(&model, 1.0)? - 1.0).abs() < 1e-4);

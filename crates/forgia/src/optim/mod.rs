@@ -13,7 +13,7 @@
 //! use forgia::{Rng, Tensor};
 //! let mut model = Linear::new(3, 1, true, &mut Rng::new(0))?;
 //! let mut opt = Sgd::new(SgdConfig { lr: 0.1, momentum: 0.9, ..SgdConfig::default() })?;
-//! let x = Tensor::ones(&[4, 3]);
+//! let x = Tensor::ones(&[4, 3])?;
 //! for _ in 0..3 {
 //!     opt.zero_grad(&model);
 //!     let y = model.forward(&x)?;

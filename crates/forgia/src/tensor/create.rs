@@ -1,7 +1,6 @@
 //! Creating tensors: from data, filled, ranges, identity, one-hot, seeded random.
 
-use super::layout::numel;
-use super::{Rng, Tensor};
+use super::{alloc, Rng, Size, Tensor};
 use crate::error::{fail, ErrorKind, Result};
 
 impl Tensor {
@@ -14,9 +13,10 @@ impl Tensor {
     /// ```
     ///
     /// # Errors
-    /// `LengthMismatch` when `data.len()` is not the product of `shape`.
+    /// `LengthMismatch` when `data.len()` is not the product of `shape`; `SizeOverflow` when
+    /// that product does not fit (`[0, 2^32, 2^32]`).
     pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
-        let expected = numel(shape);
+        let expected = Size::of("from_vec", shape)?.numel();
         if data.len() != expected {
             return fail(ErrorKind::LengthMismatch {
                 op: "from_vec",
@@ -57,34 +57,60 @@ impl Tensor {
     }
 
     /// A constant filled with `value`.
-    pub fn full(shape: &[usize], value: f32) -> Tensor {
-        Tensor::from_parts(vec![value; numel(shape)], shape)
+    ///
+    /// # Errors
+    /// `SizeOverflow` when the shape's size does not fit; `OutOfMemory` when the buffer cannot
+    /// be allocated.
+    pub fn full(shape: &[usize], value: f32) -> Result<Tensor> {
+        filled("full", shape, value)
     }
 
     /// A constant of zeros.
-    pub fn zeros(shape: &[usize]) -> Tensor {
-        Tensor::full(shape, 0.0)
+    ///
+    /// ```
+    /// let t = forgia::Tensor::zeros(&[2, 3])?;
+    /// assert_eq!(t.to_vec(), vec![0.0; 6]);
+    /// // Too big for any machine: an error, not an abort.
+    /// assert!(forgia::Tensor::zeros(&[1 << 40]).is_err());
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
+    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
+        filled("zeros", shape, 0.0)
     }
 
     /// A constant of ones.
-    pub fn ones(shape: &[usize]) -> Tensor {
-        Tensor::full(shape, 1.0)
+    ///
+    /// # Errors
+    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
+    pub fn ones(shape: &[usize]) -> Result<Tensor> {
+        filled("ones", shape, 1.0)
     }
 
-    /// Zeros with the shape of `other`.
-    pub fn zeros_like(other: &Tensor) -> Tensor {
-        Tensor::zeros(other.shape())
+    /// Zeros with the shape of `other` (packed, whatever `other`'s layout).
+    ///
+    /// # Errors
+    /// `OutOfMemory` as [`Tensor::full`] (`other` may be a broadcast view far larger than its
+    /// storage).
+    pub fn zeros_like(other: &Tensor) -> Result<Tensor> {
+        filled("zeros_like", other.shape(), 0.0)
     }
 
     /// Ones with the shape of `other`.
-    pub fn ones_like(other: &Tensor) -> Tensor {
-        Tensor::ones(other.shape())
+    ///
+    /// # Errors
+    /// `OutOfMemory` as [`Tensor::zeros_like`].
+    pub fn ones_like(other: &Tensor) -> Result<Tensor> {
+        filled("ones_like", other.shape(), 1.0)
     }
 
     /// `start, start+step, …` up to (excluding) `end`, as a rank-1 constant.
     ///
     /// # Errors
-    /// `InvalidArgument` when `step` is zero, not finite, or points away from `end`.
+    /// `InvalidArgument` when `step` is zero, not finite, or points away from `end`;
+    /// `SizeOverflow` / `OutOfMemory` when the count is too large.
     pub fn arange(start: f32, end: f32, step: f32) -> Result<Tensor> {
         if step == 0.0 || !step.is_finite() || (end - start) * step < 0.0 {
             return fail(ErrorKind::InvalidArgument {
@@ -93,55 +119,89 @@ impl Tensor {
                 reason: format!("step {step} cannot go from {start} to {end}"),
             });
         }
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
-        Ok(Tensor::from_parts((0..n).map(|i| start + i as f32 * step).collect(), &[n]))
+        let n = ((end - start) / step).ceil().max(0.0) as usize; // saturates: then overflows below
+        let mut data = filled_vec("arange", &[n], 0.0)?;
+        for (i, v) in data.iter_mut().enumerate() {
+            *v = start + i as f32 * step;
+        }
+        Ok(Tensor::from_parts(data, &[n]))
     }
 
     /// `n` evenly spaced values from `start` to `end` inclusive.
-    pub fn linspace(start: f32, end: f32, n: usize) -> Tensor {
-        let data = match n {
-            0 => vec![],
-            1 => vec![start],
-            _ => (0..n).map(|i| start + (end - start) * i as f32 / (n - 1) as f32).collect(),
-        };
-        Tensor::from_parts(data, &[n])
+    ///
+    /// # Errors
+    /// `SizeOverflow` / `OutOfMemory` when `n` is too large.
+    pub fn linspace(start: f32, end: f32, n: usize) -> Result<Tensor> {
+        let mut data = filled_vec("linspace", &[n], start)?;
+        if n > 1 {
+            for (i, v) in data.iter_mut().enumerate() {
+                *v = start + (end - start) * i as f32 / (n - 1) as f32;
+            }
+        }
+        Ok(Tensor::from_parts(data, &[n]))
     }
 
     /// The `n × n` identity matrix.
-    pub fn eye(n: usize) -> Tensor {
-        let mut data = crate::tensor::zeroed(n * n);
+    ///
+    /// # Errors
+    /// `SizeOverflow` when `n²` does not fit; `OutOfMemory` when it cannot be allocated.
+    pub fn eye(n: usize) -> Result<Tensor> {
+        let mut data = filled_vec("eye", &[n, n], 0.0)?;
         for i in 0..n {
             data[i * n + i] = 1.0;
         }
-        Tensor::from_parts(data, &[n, n])
+        Ok(Tensor::from_parts(data, &[n, n]))
     }
 
     /// Rows of one-hot vectors: shape `[indices.len(), classes]`.
     ///
     /// # Errors
-    /// `IndexOutOfRange` for an index `>= classes`.
+    /// `IndexOutOfRange` for an index `>= classes`; `SizeOverflow` / `OutOfMemory` when the
+    /// shape is too large.
     pub fn one_hot(indices: &[usize], classes: usize) -> Result<Tensor> {
-        let mut data = crate::tensor::zeroed(indices.len() * classes);
+        if let Some(&i) = indices.iter().find(|&&i| i >= classes) {
+            return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index: i as i64, size: classes });
+        }
+        let shape = [indices.len(), classes];
+        let mut data = filled_vec("one_hot", &shape, 0.0)?;
         for (row, &i) in indices.iter().enumerate() {
-            if i >= classes {
-                return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index: i as i64, size: classes });
-            }
             data[row * classes + i] = 1.0;
         }
-        Ok(Tensor::from_parts(data, &[indices.len(), classes]))
+        Ok(Tensor::from_parts(data, &shape))
     }
 
     /// Uniform values in `[low, high)` from an explicit generator.
-    pub fn rand(shape: &[usize], low: f32, high: f32, rng: &mut Rng) -> Tensor {
-        let data = (0..numel(shape)).map(|_| low + (high - low) * rng.uniform()).collect();
-        Tensor::from_parts(data, shape)
+    ///
+    /// # Errors
+    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
+    pub fn rand(shape: &[usize], low: f32, high: f32, rng: &mut Rng) -> Result<Tensor> {
+        let mut data = filled_vec("rand", shape, 0.0)?;
+        data.iter_mut().for_each(|v| *v = low + (high - low) * rng.uniform());
+        Ok(Tensor::from_parts(data, shape))
     }
 
     /// Normal values with `mean` and `std` from an explicit generator.
-    pub fn randn(shape: &[usize], mean: f32, std: f32, rng: &mut Rng) -> Tensor {
-        let data = (0..numel(shape)).map(|_| mean + std * rng.normal()).collect();
-        Tensor::from_parts(data, shape)
+    ///
+    /// # Errors
+    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
+    pub fn randn(shape: &[usize], mean: f32, std: f32, rng: &mut Rng) -> Result<Tensor> {
+        let mut data = filled_vec("randn", shape, 0.0)?;
+        data.iter_mut().for_each(|v| *v = mean + std * rng.normal());
+        Ok(Tensor::from_parts(data, shape))
     }
+}
+
+/// A checked, fallibly allocated buffer for `shape`, every element `value`.
+fn filled_vec(op: &'static str, shape: &[usize], value: f32) -> Result<Vec<f32>> {
+    let mut data = alloc(op, Size::of(op, shape)?.numel())?;
+    if value != 0.0 {
+        data.fill(value);
+    }
+    Ok(data)
+}
+
+fn filled(op: &'static str, shape: &[usize], value: f32) -> Result<Tensor> {
+    Ok(Tensor::from_parts(filled_vec(op, shape, value)?, shape))
 }
 
 #[cfg(test)]
@@ -151,13 +211,17 @@ mod tests {
     #[test]
     fn creation_fills_as_documented() {
         assert_eq!(Tensor::arange(0.0, 5.0, 2.0).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
-        assert_eq!(Tensor::linspace(0.0, 1.0, 3).to_vec(), vec![0.0, 0.5, 1.0]);
-        assert_eq!(Tensor::eye(2).to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+        assert_eq!(Tensor::linspace(0.0, 1.0, 3).unwrap().to_vec(), vec![0.0, 0.5, 1.0]);
+        assert_eq!(Tensor::linspace(2.0, 1.0, 1).unwrap().to_vec(), vec![2.0]);
+        assert_eq!(Tensor::eye(2).unwrap().to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
         assert_eq!(Tensor::one_hot(&[1, 0], 3).unwrap().to_vec(), vec![0.0, 1.0, 0.0, 1.0, 0.0, 0.0]);
         assert_eq!(Tensor::scalar(3.0).item().unwrap(), 3.0);
         let mut r1 = Rng::new(3);
         let mut r2 = Rng::new(3);
-        assert_eq!(Tensor::randn(&[4], 0.0, 1.0, &mut r1).to_vec(), Tensor::randn(&[4], 0.0, 1.0, &mut r2).to_vec());
+        assert_eq!(
+            Tensor::randn(&[4], 0.0, 1.0, &mut r1).unwrap().to_vec(),
+            Tensor::randn(&[4], 0.0, 1.0, &mut r2).unwrap().to_vec()
+        );
     }
 
     #[test]

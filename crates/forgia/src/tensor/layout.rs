@@ -3,6 +3,7 @@
 
 use smallvec::SmallVec;
 
+use super::size::Size;
 use crate::error::{fail, ErrorKind, Result};
 
 /// A tensor's dimensions (inline up to rank 4).
@@ -10,7 +11,8 @@ pub type Shape = SmallVec<[usize; 4]>;
 /// Element strides per axis; 0 on a broadcast axis.
 pub(crate) type Strides = SmallVec<[isize; 4]>;
 
-/// Number of elements of a shape (1 for a scalar).
+/// Number of elements of a shape (1 for a scalar), for a shape already checked by
+/// [`Size::of`] (every layout's is): unchecked, exact under that invariant.
 pub(crate) fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
@@ -119,6 +121,10 @@ impl Layout {
 }
 
 /// The NumPy broadcast of two shapes.
+///
+/// # Errors
+/// `ShapeMismatch` when they do not broadcast; `SizeOverflow` when the result's size does not
+/// fit (`[2^40, 1]` with `[1, 2^40]`).
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Shape> {
     let rank = a.len().max(b.len());
     let mut out: Shape = SmallVec::from_elem(0, rank);
@@ -132,6 +138,7 @@ pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Re
             _ => return fail(ErrorKind::ShapeMismatch { op, lhs: a.to_vec(), rhs: b.to_vec() }),
         };
     }
+    Size::of(op, &out)?;
     Ok(out)
 }
 

@@ -8,6 +8,7 @@ mod gather;
 pub(crate) mod layout;
 mod random;
 mod saved;
+pub(crate) mod size;
 mod storage;
 mod var;
 
@@ -22,8 +23,10 @@ pub use layout::Shape;
 pub(crate) use random::mix64;
 pub use random::Rng;
 pub(crate) use saved::Saved;
+pub(crate) use size::Size;
+pub use size::MAX_WORK;
 pub(crate) use storage::Storage;
-pub(crate) use storage::{buffer, zeroed, Scratch, DEFAULT_BUFFER_CACHE_BYTES};
+pub(crate) use storage::{alloc, buffer, zeroed, Scratch, DEFAULT_BUFFER_CACHE_BYTES};
 pub use storage::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
     set_buffer_cache_limit,
@@ -69,6 +72,7 @@ impl Tensor {
 
     /// Wraps a contiguous buffer (internal: the length is trusted).
     pub(crate) fn from_parts(data: Vec<f32>, shape: &[usize]) -> Tensor {
+        debug_assert!(Size::of("from_parts", shape).is_ok(), "unchecked shape {shape:?}");
         debug_assert_eq!(data.len(), layout::numel(shape));
         Tensor::from_storage(Arc::new(Storage::new(data)), Layout::contiguous(shape))
     }
@@ -178,30 +182,94 @@ impl Tensor {
     }
 
     /// The elements in row-major order (a copy).
+    ///
+    /// # Panics
+    /// When the copy cannot be allocated (a broadcast view far larger than memory, see
+    /// [`Tensor::try_to_vec`]), like any `Vec` that does not fit.
     pub fn to_vec(&self) -> Vec<f32> {
-        let storage = self.storage();
+        self.try_to_vec().unwrap_or_else(|e| panic!("to_vec: {e}"))
+    }
+
+    /// The elements in row-major order (a copy), or an error when they cannot be had.
+    ///
+    /// ```
+    /// let huge = forgia::Tensor::scalar(1.0).broadcast_to(&[1 << 40])?;
+    /// assert!(huge.try_to_vec().is_err()); // 4 TiB: refused, not an abort
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `WorkLimitExceeded` for a broadcast view of more than [`MAX_WORK`] elements;
+    /// `OutOfMemory` when the copy cannot be allocated.
+    pub fn try_to_vec(&self) -> Result<Vec<f32>> {
         match self.layout.contiguous_range() {
-            Some(r) => storage.as_slice()[r].to_vec(),
-            None => gather(storage.as_slice(), &self.layout),
+            Some(r) => {
+                let mut out = alloc("to_vec", r.len())?;
+                out.copy_from_slice(&self.storage().as_slice()[r]);
+                Ok(out)
+            }
+            None => gather("to_vec", self.storage().as_slice(), &self.layout),
         }
     }
 
     /// Read access to the elements as a contiguous slice, copying only when the layout is not
     /// already contiguous.
+    ///
+    /// # Panics
+    /// When that copy cannot be allocated, as [`Tensor::to_vec`].
     pub fn with_data<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
+        self.try_with_data("with_data", |d| Ok(f(d))).unwrap_or_else(|e| panic!("with_data: {e}"))
+    }
+
+    /// [`Tensor::with_data`] for ops: the copy of a non-contiguous layout, and `f`, are fallible.
+    pub(crate) fn try_with_data<R>(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
         let storage = self.storage();
         match self.layout.contiguous_range() {
             Some(r) => f(&storage.as_slice()[r]),
-            None => f(&Scratch::from_vec(gather(storage.as_slice(), &self.layout))),
+            None => f(&Scratch::from_vec(gather(op, storage.as_slice(), &self.layout)?)),
         }
     }
 
     /// The contiguous values of this tensor as a fresh constant (shared when possible).
-    pub(crate) fn contiguous_data(&self) -> Tensor {
+    pub(crate) fn contiguous_data(&self) -> Result<Tensor> {
         if self.is_contiguous() {
-            return self.detach();
+            return Ok(self.detach());
         }
-        Tensor::from_parts(gather(self.storage().as_slice(), &self.layout), self.shape())
+        let data = gather("contiguous", self.storage().as_slice(), &self.layout)?;
+        Ok(Tensor::from_parts(data, self.shape()))
+    }
+
+    /// The elements this tensor stores, as a view: the layout with every broadcast axis (stride
+    /// 0, size above 1) narrowed to size 1, and how many times each of them repeats in the
+    /// logical tensor (1 when nothing is broadcast).
+    pub(crate) fn stored(&self) -> (Tensor, usize) {
+        let mut layout = self.layout.clone();
+        for (d, &s) in layout.shape.iter_mut().zip(&self.layout.strides) {
+            if s == 0 && *d > 1 {
+                *d = 1;
+            }
+        }
+        let stored = layout.numel();
+        let repeats = self.numel().checked_div(stored).unwrap_or(1);
+        let t = if repeats == 1 { self.detach() } else { self.with_layout(layout) };
+        (t, repeats)
+    }
+
+    /// A constant of this tensor's shape whose elements are `f` of this tensor's elements, for
+    /// ops that map each element on its own and cannot fail: `f` runs over the stored elements
+    /// only (see [`Tensor::stored`]) and a broadcast input gives a broadcast result, so the
+    /// work and the memory are those of the storage, never of the logical size.
+    ///
+    /// # Panics
+    /// Only when memory cannot hold a copy of the stored elements (like any `Vec`).
+    pub(crate) fn map_stored(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Vec<f32>>) -> Tensor {
+        let (src, repeats) = self.stored();
+        let data = src.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
+        let out = Tensor::from_parts(data, src.shape());
+        let out = if repeats == 1 { out } else { out.with_layout(out.layout.broadcast_to(self.shape())) };
+        let mut out = out;
+        out.names = self.names.clone();
+        out
     }
 
     /// The contiguous slice of a constant or op result known to be contiguous (a variable's
@@ -245,7 +313,7 @@ impl Tensor {
             return Ok(cell.update(f));
         }
         if self.exclusive_mut().is_none() {
-            let data = self.to_vec();
+            let data = self.try_to_vec()?;
             self.data = Data::Value(Arc::new(Storage::new(data)));
             self.layout = Layout::contiguous(&self.layout.shape);
         }

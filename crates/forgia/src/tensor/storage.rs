@@ -18,6 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
+use super::size::Size;
+use crate::error::{fail, ErrorKind, Result};
+
 // Relaxed everywhere: these are statistics, not synchronization. No other memory is published
 // through them, and readers accept a value that is momentarily stale.
 static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
@@ -65,22 +68,47 @@ static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_CACHE_BYTES);
 /// The buffer cache's default limit: 1 GiB.
 pub(crate) const DEFAULT_BUFFER_CACHE_BYTES: usize = 1 << 30;
 
+/// The one fallible allocation of a tensor-sized buffer: `n` zeros for op `op`.
+///
+/// Uses `Vec::try_reserve_exact`, so a request the machine cannot satisfy is an error rather
+/// than a process abort. (A `vec![0.0; n]` would go through `calloc`, which may succeed lazily
+/// for sizes below RAM plus swap and fault later; reserving and then writing the zeros does not.)
+///
+/// # Errors
+/// `OutOfMemory { op, bytes }`.
+pub(crate) fn alloc(op: &'static str, n: usize) -> Result<Vec<f32>> {
+    let mut v = Vec::new();
+    let bytes = Size::bytes(n);
+    if bytes.is_none_or(|b| b > isize::MAX as usize) || v.try_reserve_exact(n).is_err() {
+        return fail(ErrorKind::OutOfMemory { op, bytes: bytes.unwrap_or(usize::MAX) });
+    }
+    v.resize(n, 0.0);
+    Ok(v)
+}
+
 /// A buffer of `n` floats with unspecified (but initialized) values: a cached one when there
-/// is one of that length, else a fresh zeroed allocation. Callers overwrite every element.
-pub(crate) fn buffer(n: usize) -> Vec<f32> {
+/// is one of that length, else a fresh zeroed allocation ([`alloc`]). Callers overwrite every
+/// element.
+///
+/// # Errors
+/// `OutOfMemory` as [`alloc`].
+pub(crate) fn buffer(op: &'static str, n: usize) -> Result<Vec<f32>> {
     if n >= CACHE_MIN_ELEMENTS {
         if let Some(v) = CACHE.lock().as_mut().and_then(|cache| cache.pop(n)) {
-            return v;
+            return Ok(v);
         }
     }
-    vec![0.0; n]
+    alloc(op, n)
 }
 
 /// A buffer of `n` zeros (a cached one cleared, or a fresh allocation).
-pub(crate) fn zeroed(n: usize) -> Vec<f32> {
-    let mut v = buffer(n);
+///
+/// # Errors
+/// `OutOfMemory` as [`alloc`].
+pub(crate) fn zeroed(op: &'static str, n: usize) -> Result<Vec<f32>> {
+    let mut v = buffer(op, n)?;
     v.fill(0.0);
-    v
+    Ok(v)
 }
 
 /// Offers a freed buffer to the cache.
@@ -107,8 +135,23 @@ pub(crate) struct Scratch(Vec<f32>);
 
 impl Scratch {
     /// `n` floats of unspecified value (see [`buffer`]).
-    pub(crate) fn new(n: usize) -> Scratch {
-        Scratch(buffer(n))
+    ///
+    /// # Errors
+    /// `OutOfMemory` as [`alloc`].
+    pub(crate) fn new(op: &'static str, n: usize) -> Result<Scratch> {
+        Ok(Scratch(buffer(op, n)?))
+    }
+
+    /// `n` floats for a temporary no larger than a buffer its caller already allocated through
+    /// [`alloc`] (so the request was proven satisfiable once); a failure here aborts like any
+    /// `Vec`. Used only inside kernels that cannot return an error mid-loop.
+    pub(crate) fn within_checked(n: usize) -> Scratch {
+        if n >= CACHE_MIN_ELEMENTS {
+            if let Some(v) = CACHE.lock().as_mut().and_then(|cache| cache.pop(n)) {
+                return Scratch(v);
+            }
+        }
+        Scratch(vec![0.0; n])
     }
 
     /// Wraps a buffer so that it returns to the cache.
@@ -221,13 +264,21 @@ mod tests {
         let v = vec![3.0f32; n];
         let ptr = v.as_ptr();
         drop(Storage::new(v));
-        let again = buffer(n);
+        let again = buffer("test", n).unwrap();
         assert_eq!(again.len(), n);
         // Another test thread may have taken it first; when we got it, it is the same memory.
         if again.as_ptr() == ptr {
             assert_eq!(again[0], 3.0);
         }
         drop(Storage::new(again));
-        assert!(zeroed(n).iter().all(|&x| x == 0.0));
+        assert!(zeroed("test", n).unwrap().iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn an_allocation_the_machine_cannot_satisfy_is_an_error() {
+        let e = alloc("test", 1 << 40).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::OutOfMemory { op: "test", bytes } if *bytes == 1 << 42));
+        let e = alloc("test", usize::MAX).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::OutOfMemory { bytes: usize::MAX, .. }));
     }
 }

@@ -13,7 +13,7 @@ pub fn grad_of(f: &(dyn Fn(&Tensor) -> Result<Tensor> + Sync), x: &Tensor, seed:
     if x.is_variable() {
         let y = f(x)?;
         y.backward_with(Some(seed), BackwardOptions { create_graph: true, ..Default::default() })?;
-        let g = x.grad().unwrap_or_else(|| Tensor::zeros(x.shape()));
+        let g = x.grad().unwrap_or_else(|| Tensor::zeros(x.shape()).unwrap());
         x.zero_grad();
         return Ok(g);
     }
@@ -24,7 +24,7 @@ pub fn grad_of(f: &(dyn Fn(&Tensor) -> Result<Tensor> + Sync), x: &Tensor, seed:
             if y.requires_grad() {
                 y.backward_with(Some(seed), BackwardOptions::default())?;
             }
-            Ok(v.grad().unwrap_or_else(|| Tensor::zeros(x.shape())))
+            Ok(v.grad().unwrap_or_else(|| Tensor::zeros(x.shape()).unwrap()))
         })
         .join()
         .expect("gradient thread panicked")
@@ -35,8 +35,8 @@ pub fn grad_of(f: &(dyn Fn(&Tensor) -> Result<Tensor> + Sync), x: &Tensor, seed:
 pub fn check(f: &(dyn Fn(&Tensor) -> Result<Tensor> + Sync), x: &Tensor) -> GradcheckReport {
     let mut rng = Rng::new(7);
     let y_shape = f(&x.detach()).expect("forward").shape().to_vec();
-    let seed = Tensor::randn(&y_shape, 0.0, 1.0, &mut rng);
-    let c = Tensor::randn(x.shape(), 0.0, 1.0, &mut rng);
+    let seed = Tensor::randn(&y_shape, 0.0, 1.0, &mut rng).unwrap();
+    let c = Tensor::randn(x.shape(), 0.0, 1.0, &mut rng).unwrap();
     let h = |xs: &[Tensor]| -> Result<Tensor> { Ok(grad_of(f, &xs[0], &seed)?.mul(&c)?.sum_all()) };
     // eps 1e-2: the inner gradient is computed in f32, so a smaller step amplifies its rounding.
     let options = GradcheckOptions { eps: 1e-2, abs_tol: 2e-3, rel_tol: 2e-2, ..Default::default() };

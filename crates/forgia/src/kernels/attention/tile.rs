@@ -152,7 +152,9 @@ fn via_gemm(
     if c.ld == n {
         return gemm(m, n, k, a, bm, &mut c.data[c.off..], false, alpha);
     }
-    let mut tmp = Scratch::new(m * n);
+    // No larger than a block of the output or of the chunk's scratch, both allocated
+    // fallibly by the caller before any product runs.
+    let mut tmp = Scratch::within_checked(m * n);
     gemm(m, n, k, a, bm, &mut tmp, false, alpha);
     for (i, row) in tmp.chunks_exact(n.max(1)).take(m).enumerate() {
         c.data[c.off + i * c.ld..][..n].copy_from_slice(row);
