@@ -236,7 +236,7 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
             if let Some(g) = &g {
                 let kept = match slot.retained.take() {
                     None => g.clone(),
-                    Some(r) => sum(*r, g, options.create_graph).map_err(|(_, e)| e)?,
+                    Some(r) => sum(*r, g, options.create_graph).map_err(|b| b.1)?,
                 };
                 slot.retained = Some(Box::new(kept));
             }
@@ -307,7 +307,8 @@ pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result
     let mut slot = node.grad.lock();
     slot.acc = Some(match slot.acc.take() {
         None => Box::new(g),
-        Some(acc) => Box::new(sum(*acc, &g, differentiable).map_err(|(acc, e)| {
+        Some(acc) => Box::new(sum(*acc, &g, differentiable).map_err(|b| {
+            let (acc, e) = *b;
             slot.acc = Some(Box::new(acc));
             e
         })?),
@@ -323,7 +324,7 @@ pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result
 ///
 /// # Errors
 /// The error of a failed allocation, with `acc` handed back unchanged.
-fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result<Tensor, (Tensor, Error)> {
+fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result<Tensor, Box<(Tensor, Error)>> {
     let recorded = differentiable && (acc.node.is_some() || g.node.is_some());
     if !recorded {
         if let Some(dst) = acc.exclusive_mut() {
@@ -331,7 +332,7 @@ fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result
                 crate::kernels::pointwise::add_assign(dst, src);
                 Ok(())
             }) {
-                return Err((acc, e));
+                return Err(Box::new((acc, e)));
             }
             return Ok(acc);
         }
@@ -345,7 +346,7 @@ fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result
     );
     let value = match data {
         Ok(data) => Tensor::from_parts(data, acc.shape()),
-        Err(e) => return Err((acc, e)),
+        Err(e) => return Err(Box::new((acc, e))),
     };
     if !recorded {
         return Ok(value);
