@@ -15,8 +15,9 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{mix64, Rng, Size, Tensor};
+use crate::tensor::{mix64, Rng, Size};
 
 /// In-memory samples and labels, cut into batches per epoch.
 #[derive(Clone, Debug)]

@@ -108,7 +108,7 @@ pub mod tensor;
 
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
 pub use autograd::{checkpoint, checkpoint_with, custom_op, CustomOp};
-pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard};
+pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard, Tensor};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::attention::AttentionOptions;
 pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};
@@ -119,7 +119,7 @@ pub use ops::norm::RunningStats;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,
-    set_buffer_cache_limit, Axes, Axis, Rng, Shape, Tensor, MAX_WORK,
+    set_buffer_cache_limit, Array, Axes, Axis, Rng, Shape, MAX_WORK,
 };
 
 /// The examples of the repository's `README.md`, compiled and run as doctests.

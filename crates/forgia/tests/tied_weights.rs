@@ -273,7 +273,7 @@ fn a_tied_model_matches_pytorch_for_five_adamw_steps() {
     let names: Vec<String> = model.named_parameters().into_iter().map(|(n, _)| n).collect();
     found.check(names == g.names(), || format!("named_parameters() lists {names:?}, PyTorch lists {:?}", g.names()));
     let (v, d) = (g.init["wte.weight"].shape()[0], g.init["wte.weight"].shape()[1]);
-    let expected_count: usize = g.init.values().map(Tensor::numel).sum();
+    let expected_count: usize = g.init.values().map(|t| t.numel()).sum();
     found.check(model.num_parameters() == expected_count, || {
         format!(
             "num_parameters() is {}, expected {expected_count} (the {v}x{d} tie counted once)",

@@ -3,8 +3,8 @@
 use std::sync::atomic::Ordering;
 
 use super::engine::{self, BackwardOptions};
+use crate::autograd::Tensor;
 use crate::error::Result;
-use crate::tensor::Tensor;
 
 impl Tensor {
     /// True when the tensor has a gradient node (a variable or an op result over variables).

@@ -7,8 +7,9 @@ use smallvec::SmallVec;
 use super::engine::BackwardOptions;
 use super::mode::{no_grad, set_grad_enabled};
 use super::node::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 /// Runs `block` on `inputs` without keeping its intermediates: between forward and backward
 /// only the inputs (shared, not copied) and the output stay alive. During backward the block
@@ -80,7 +81,11 @@ where
         let _guard = no_grad();
         block(&context, &saved)?.detach()
     };
-    Ok(attach(output, inputs, move || CheckpointBackward { block, context, inputs: saved }))
+    Ok(attach(output, inputs, move || CheckpointBackward {
+        block,
+        context,
+        inputs: saved.iter().map(Tensor::value).collect(),
+    }))
 }
 
 /// The record of a checkpoint: the block, its context, and detached handles to the inputs.
@@ -88,7 +93,7 @@ where
 struct CheckpointBackward<C, F> {
     block: F,
     context: C,
-    inputs: Vec<Tensor>,
+    inputs: Vec<Array>,
 }
 
 impl<C, F> Backward for CheckpointBackward<C, F>
@@ -111,7 +116,7 @@ where
             .inputs
             .iter()
             .enumerate()
-            .map(|(i, x)| if cx.needs_grad(i) { x.clone().into_variable() } else { x.clone() })
+            .map(|(i, x)| if cx.needs_grad(i) { Tensor::from(x).into_variable() } else { Tensor::from(x) })
             .collect();
         let recomputed = {
             let _mode = set_grad_enabled(true);

@@ -6,8 +6,9 @@ use smallvec::SmallVec;
 
 use super::mode::no_grad;
 use super::node::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 /// A differentiable op written outside the library: a forward on plain tensors and its
 /// vector–Jacobian product.
@@ -88,14 +89,18 @@ pub fn custom_op(op: impl CustomOp, inputs: &[&Tensor]) -> Result<Tensor> {
         let _guard = no_grad();
         op.forward(&detached)?.detach()
     };
-    Ok(attach(output.clone(), inputs, move || CustomBackward { op, inputs: detached, output }))
+    Ok(attach(output.clone(), inputs, move || CustomBackward {
+        op,
+        inputs: detached.iter().map(Tensor::value).collect(),
+        output: output.value(),
+    }))
 }
 
 /// The record of a custom op: the user's op and detached handles to its operands and result.
 struct CustomBackward<O> {
     op: O,
-    inputs: Vec<Tensor>,
-    output: Tensor,
+    inputs: Vec<Array>,
+    output: Array,
 }
 
 impl<O: CustomOp> Backward for CustomBackward<O> {

@@ -11,8 +11,8 @@ use smallvec::SmallVec;
 
 use super::mode::set_grad_enabled;
 use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE, PENDING, RUNNING};
+use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::tensor::Tensor;
 
 /// How a backward pass runs.
 #[derive(Clone, Copy, Debug, Default)]

@@ -1,7 +1,8 @@
 //! Finite-difference gradient checking: the oracle every backward record is verified against.
 
+use crate::autograd::Tensor;
 use crate::error::{Error, ErrorKind, Result};
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// Tolerances and step of [`gradcheck`].
 #[derive(Clone, Copy, Debug)]

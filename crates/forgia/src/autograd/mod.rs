@@ -9,12 +9,14 @@ mod engine;
 pub mod gradcheck;
 mod mode;
 mod node;
+mod tensor;
 
 pub use checkpoint::{checkpoint, checkpoint_with};
 pub use custom::{custom_op, CustomOp};
 pub use engine::BackwardOptions;
 pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
-pub(crate) use node::{attach, Backward, Grads, Node, VjpCtx};
+pub(crate) use node::{attach, Backward, Grads, VjpCtx};
+pub use tensor::Tensor;
 #[cfg(test)]
 mod faults_tests;
 #[cfg(test)]

@@ -10,8 +10,9 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::mode::is_grad_enabled;
+use super::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{Shape, Tensor};
+use crate::tensor::{Array, Shape};
 
 /// Gradients a record returns, one slot per operand (`None`: no contribution).
 pub(crate) type Grads = SmallVec<[Option<Tensor>; 2]>;
@@ -55,18 +56,20 @@ impl VjpCtx<'_> {
         self.create_graph
     }
 
-    /// The saved value of operand `i`, reconnected to its node in a `create_graph` pass.
-    pub(crate) fn input(&self, i: usize, saved: &Tensor) -> Tensor {
-        let mut t = saved.clone();
+    /// The saved value of operand `i`, reconnected to its node in a `create_graph` pass (a
+    /// constant otherwise).
+    pub(crate) fn input(&self, i: usize, saved: &Array) -> Tensor {
+        let mut t = Tensor::from(saved);
         if self.create_graph {
             t.node = self.parents[i].clone();
         }
         t
     }
 
-    /// The saved output of this op, reconnected to this node in a `create_graph` pass.
-    pub(crate) fn output(&self, saved: &Tensor) -> Tensor {
-        let mut t = saved.clone();
+    /// The saved output of this op, reconnected to this node in a `create_graph` pass (a
+    /// constant otherwise).
+    pub(crate) fn output(&self, saved: &Array) -> Tensor {
+        let mut t = Tensor::from(saved);
         if self.create_graph {
             t.node = Some(self.node.clone());
         }

@@ -6,10 +6,10 @@ use std::path::Path;
 
 use super::file::{checkpoint_error, load, save};
 use crate::autograd::no_grad;
+use crate::autograd::Tensor;
 use crate::error::Result;
 use crate::nn::{Module, Seen};
 use crate::optim::Optimizer;
-use crate::tensor::Tensor;
 
 /// The prefix of optimizer entries in a checkpoint.
 const OPTIM_PREFIX: &str = "optim.";

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
+use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::tensor::{Size, Tensor};
+use crate::tensor::Size;
 
 /// The metadata key of the checksum.
 const CHECKSUM_KEY: &str = "forgia.checksum";

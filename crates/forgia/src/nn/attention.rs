@@ -2,9 +2,10 @@
 //! [`Tensor::scaled_dot_product_attention`], optionally causal.
 
 use super::{visit_child, visit_child_mut, Forward, Linear, Module};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::ops::attention::AttentionOptions;
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// Multi-head self-attention over `x [B, S, D]`:
 /// `o(concat_heads(softmax(q kᵀ / √dh [+ causal mask]) v))` with `q = x Wqᵀ + bq` (and so on),

@@ -2,9 +2,10 @@
 
 use super::init;
 use super::{Forward, Module};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::ops::conv::Conv2dOptions;
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// A 2-D convolution: `y = conv2d(x, weight, bias, options)`.
 ///

@@ -3,8 +3,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Forward, Module};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{mix64, Tensor};
+use crate::tensor::mix64;
 
 /// Inverted dropout (`nn.Dropout`): in training mode each element is zeroed with probability
 /// `p` and the rest are scaled by `1/(1-p)`; in evaluation mode it is the identity.

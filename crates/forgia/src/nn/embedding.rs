@@ -1,9 +1,10 @@
 //! [`Embedding`]: a lookup table of learned vectors, one row per token id.
 
 use super::Module;
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::ops::index::Indices;
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// A table `weight [num_embeddings, dim]`; `forward(ids)` picks the rows named by `ids`.
 ///

@@ -17,8 +17,9 @@
 //! ```
 
 use crate::autograd::no_grad;
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// Which fan a Kaiming initializer scales by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 
 use super::init;
 use super::{Forward, Module};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// A fully connected layer: `y = x · Wᵀ + b` over any leading axes of `x`.
 ///

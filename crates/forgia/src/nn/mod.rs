@@ -44,8 +44,8 @@ pub use norm::{BatchNorm2d, LayerNorm, RmsNorm};
 pub use sequential::{Gelu, Relu, Sequential, Tanh};
 pub use transformer::{FeedForward, TransformerBlock};
 
+use crate::autograd::Tensor;
 use crate::error::Result;
-use crate::tensor::Tensor;
 
 /// Something that owns named parameters.
 ///

@@ -4,9 +4,9 @@
 use parking_lot::Mutex;
 
 use super::{Forward, Module};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::ops::norm::RunningStats;
-use crate::tensor::Tensor;
 
 fn positive(op: &'static str, size: &[usize], eps: f32) -> Result<()> {
     if size.is_empty() || size.contains(&0) {

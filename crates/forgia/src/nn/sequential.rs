@@ -2,8 +2,8 @@
 //! and the parameter-free activation layers [`Relu`], [`Tanh`] and [`Gelu`].
 
 use super::{visit_child, visit_child_mut, Forward, Layer, Module};
+use crate::autograd::Tensor;
 use crate::error::Result;
-use crate::tensor::Tensor;
 
 /// Layers applied one after another. Parameters of layer `i` are named `"{i}.{name}"`.
 #[derive(Default)]

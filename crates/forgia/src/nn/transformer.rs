@@ -5,8 +5,9 @@
 use super::attention::{affine, attention, check_heads};
 use super::{visit_child, visit_child_mut, Forward, LayerNorm, Linear, Module, MultiHeadAttention};
 use crate::autograd::checkpoint_with;
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{Rng, Tensor};
+use crate::tensor::Rng;
 
 /// The position-wise feed-forward network `fc2(gelu(fc1(x)))` (exact, erf-based GELU).
 /// Parameters `fc1.weight`, `fc1.bias`, `fc2.weight`, `fc2.bias`.

@@ -4,9 +4,9 @@
 use std::f32::consts::FRAC_1_SQRT_2;
 
 use super::unary::{constant_map, unary, UnaryRule};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::fastmath;
-use crate::tensor::Tensor;
 
 /// `1/√(2π)`, the standard normal density at 0.
 const INV_SQRT_2PI: f32 = 0.398_942_3;

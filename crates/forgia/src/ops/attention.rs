@@ -6,11 +6,12 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::sum_to_shape;
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::attention::{self as k, AttnGeom, AttnGrads, Heads, MaskRef, Out};
 use crate::tensor::layout::{broadcast_shapes, offset_of};
-use crate::tensor::{Shape, Tensor};
+use crate::tensor::{Array, Shape};
 
 /// Options of [`Tensor::scaled_dot_product_attention`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,7 +27,7 @@ pub struct AttentionOptions<'a> {
 const OP: &str = "scaled_dot_product_attention";
 
 /// The per-block storage offsets of a mask broadcast to `[B, H, Sq, Sk]`.
-fn mask_offsets(mask: &Tensor, full: &[usize]) -> Result<(Vec<usize>, isize, isize)> {
+fn mask_offsets(mask: &Array, full: &[usize]) -> Result<(Vec<usize>, isize, isize)> {
     let fits = mask.rank() <= 4 && broadcast_shapes(OP, mask.shape(), full).is_ok_and(|s| s.as_slice() == full);
     if !fits {
         return fail(ErrorKind::ShapeMismatch { op: OP, lhs: mask.shape().to_vec(), rhs: full.to_vec() });
@@ -50,7 +51,7 @@ fn addressable(t: &Tensor) -> Result<Tensor> {
 }
 
 /// The kernel's view of an [`addressable`] rank-4 tensor.
-fn heads(t: &Tensor) -> Heads<'_> {
+fn heads(t: &Array) -> Heads<'_> {
     let s = &t.layout.strides;
     Heads {
         data: t.buffer_slice(),
@@ -65,7 +66,7 @@ fn heads(t: &Tensor) -> Heads<'_> {
 /// (`[B, S, H, W]`, shown through a permuted view): when `like` itself is, so that the
 /// caller's `y.transpose(1, 2).reshape(B, S, H·W)` is free, and the batch alone gives every
 /// worker a chunk (chunks are then one batch row, all its heads).
-fn interleaved(like: &Tensor) -> bool {
+fn interleaved(like: &Array) -> bool {
     let sh = like.shape();
     sh[1] > 1 && sh[0] >= crate::parallel::num_threads() && like.layout.permuted(&[0, 2, 1, 3]).is_contiguous()
 }
@@ -168,12 +169,12 @@ impl Tensor {
         let (y, lse) = k::forward(&g, (heads(&qd), heads(&kd), heads(&vd)), mref, (group, layout))?;
         let out = result(y, [q[0], q[1], q[2], v[3]], inter);
         let record = || AttnBackward {
-            q: qd.clone(),
-            k: kd.clone(),
-            v: vd.clone(),
-            out: out.detach(),
+            q: qd.value(),
+            k: kd.value(),
+            v: vd.value(),
+            out: out.value(),
             lse: Arc::new(lse),
-            mask: opts.mask.map(Tensor::detach),
+            mask: opts.mask.map(Tensor::value),
             geom: g,
         };
         Ok(match opts.mask {
@@ -184,12 +185,12 @@ impl Tensor {
 }
 
 struct AttnBackward {
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    out: Tensor,
+    q: Array,
+    k: Array,
+    v: Array,
+    out: Array,
     lse: Arc<Vec<f32>>,
-    mask: Option<Tensor>,
+    mask: Option<Array>,
     geom: AttnGeom,
 }
 

@@ -4,15 +4,16 @@
 use smallvec::SmallVec;
 
 use super::sum_to_shape;
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{Names, Saved, Shape, Tensor};
+use crate::tensor::{Array, Names, Saved, Shape};
 
 /// Output names of a broadcasting op: the names of an operand of full rank; an error when two
 /// named operands disagree.
-pub(crate) fn broadcast_names(op: &'static str, a: &Tensor, b: &Tensor, rank: usize) -> Result<Option<Names>> {
+pub(crate) fn broadcast_names(op: &'static str, a: &Array, b: &Array, rank: usize) -> Result<Option<Names>> {
     match (&a.names, &b.names) {
         (Some(na), Some(nb)) if a.rank() == b.rank() && na != nb => {
             fail(ErrorKind::AxisNameMismatch { op, lhs: na.to_vec(), rhs: nb.to_vec() })
@@ -26,8 +27,8 @@ pub(crate) fn broadcast_names(op: &'static str, a: &Tensor, b: &Tensor, rank: us
 /// Computes `f(a, b)` elementwise over the broadcast shape (no node).
 pub(crate) fn broadcast_map(
     op: &'static str,
-    a: &Tensor,
-    b: &Tensor,
+    a: &Array,
+    b: &Array,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) -> Result<Tensor> {
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
@@ -84,7 +85,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn div(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("div", self, other, |a, b| a / b)?;
-        Ok(attach(out, &[self, other], || DivBackward { a: self.detach(), b: other.detach() }))
+        Ok(attach(out, &[self, other], || DivBackward { a: self.value(), b: other.value() }))
     }
 
     /// `a ^ b` elementwise with broadcasting (IEEE `powf`).
@@ -98,7 +99,7 @@ impl Tensor {
     pub fn pow(&self, exponent: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("pow", self, exponent, f32::powf)?;
         let y = out.detach();
-        Ok(attach(out, &[self, exponent], || PowBackward { a: self.detach(), b: exponent.detach(), y }))
+        Ok(attach(out, &[self, exponent], || PowBackward { a: self.value(), b: exponent.value(), y: y.value() }))
     }
 
     /// The elementwise maximum with broadcasting; NaN propagates.
@@ -109,7 +110,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("maximum", self, other, |a, b| if a > b || a.is_nan() { a } else { b })?;
-        Ok(attach(out, &[self, other], || ExtremeBackward { a: self.detach(), b: other.detach(), max: true }))
+        Ok(attach(out, &[self, other], || ExtremeBackward { a: self.value(), b: other.value(), max: true }))
     }
 
     /// The elementwise minimum with broadcasting; NaN propagates.
@@ -120,7 +121,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("minimum", self, other, |a, b| if a < b || a.is_nan() { a } else { b })?;
-        Ok(attach(out, &[self, other], || ExtremeBackward { a: self.detach(), b: other.detach(), max: false }))
+        Ok(attach(out, &[self, other], || ExtremeBackward { a: self.value(), b: other.value(), max: false }))
     }
 
     /// `s * x`.
@@ -258,11 +259,11 @@ impl Backward for MulBackward {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         let kept = "a product keeps the partner of every operand that needs a gradient";
         if cx.needs_grad(0) {
-            let b = cx.input(1, &self.saved.b().expect(kept).tensor(self.shapes.get(1, gy)));
+            let b = cx.input(1, &self.saved.b().expect(kept).value(self.shapes.get(1, gy)));
             out[0] = Some(sum_to_shape(&gy.mul(&b)?, self.shapes.get(0, gy))?);
         }
         if cx.needs_grad(1) {
-            let a = cx.input(0, &self.saved.a().expect(kept).tensor(self.shapes.get(0, gy)));
+            let a = cx.input(0, &self.saved.a().expect(kept).value(self.shapes.get(0, gy)));
             out[1] = Some(sum_to_shape(&gy.mul(&a)?, self.shapes.get(1, gy))?);
         }
         Ok(out)
@@ -270,8 +271,8 @@ impl Backward for MulBackward {
 }
 
 struct DivBackward {
-    a: Tensor,
-    b: Tensor,
+    a: Array,
+    b: Array,
 }
 
 impl Backward for DivBackward {
@@ -310,9 +311,9 @@ impl Backward for ScaleBackward {
 }
 
 struct PowBackward {
-    a: Tensor,
-    b: Tensor,
-    y: Tensor,
+    a: Array,
+    b: Array,
+    y: Array,
 }
 
 impl Backward for PowBackward {
@@ -341,8 +342,8 @@ impl Backward for PowBackward {
 }
 
 struct ExtremeBackward {
-    a: Tensor,
-    b: Tensor,
+    a: Array,
+    b: Array,
     max: bool,
 }
 

@@ -4,10 +4,11 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::conv::{self as k, ConvGeom};
-use crate::tensor::{Size, Tensor};
+use crate::tensor::{Array, Size};
 
 /// Options of [`Tensor::conv2d`] (height, width pairs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -281,7 +282,7 @@ fn run_conv(
 
 fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: ConvGeom, transposed: bool) -> Tensor {
     let record =
-        || ConvBackward { x: x.detach(), w: w.detach(), geom, transposed, operands: 2 + bias.is_some() as usize };
+        || ConvBackward { x: x.value(), w: w.value(), geom, transposed, operands: 2 + bias.is_some() as usize };
     match bias {
         Some(b) => attach(out, &[x, w, b], record),
         None => attach(out, &[x, w], record),
@@ -290,8 +291,8 @@ fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom:
 
 /// The record of conv2d (image → columns) and conv_transpose2d (columns → image).
 struct ConvBackward {
-    x: Tensor,
-    w: Tensor,
+    x: Array,
+    w: Array,
     geom: ConvGeom,
     transposed: bool,
     /// 2, or 3 with a bias.

@@ -4,10 +4,11 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::dropout as k;
-use crate::tensor::{Shape, Tensor};
+use crate::tensor::Shape;
 
 impl Tensor {
     /// Zeroes each element with probability `p` and scales the rest by `1/(1-p)` (all zeros

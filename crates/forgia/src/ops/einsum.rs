@@ -3,9 +3,10 @@
 //! contracted]` form (a view; a copy only when the permuted layout cannot be reshaped), so
 //! every backward is a GEMM through matmul's record.
 
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Tensor};
+use crate::tensor::Axis;
 
 impl Tensor {
     /// Contracts `axis` of `self` with the same axis of `other` (the same name, or the same

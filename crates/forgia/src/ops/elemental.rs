@@ -7,11 +7,12 @@ use smallvec::SmallVec;
 
 use super::binary::broadcast_map;
 use super::sum_to_shape;
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 /// A pointwise op from scalar closures: `y = forward(x)` elementwise, with the record's
 /// backward computing `gx = backward(x, y, gy)` elementwise.
@@ -40,14 +41,14 @@ where
 {
     let y = x.map_stored("elemental_unary", |d| pointwise::map(d, &forward));
     let saved_y = y.detach();
-    attach(y, &[x], move || UnaryBackward { backward, x: x.detach(), y: saved_y })
+    attach(y, &[x], move || UnaryBackward { backward, x: x.value(), y: saved_y.value() })
 }
 
 /// The record of [`elemental_unary`].
 struct UnaryBackward<B> {
     backward: B,
-    x: Tensor,
-    y: Tensor,
+    x: Array,
+    y: Array,
 }
 
 impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBackward<B> {
@@ -94,15 +95,15 @@ where
 {
     let y = broadcast_map("elemental_binary", a, b, &forward)?;
     let saved_y = y.detach();
-    Ok(attach(y, &[a, b], move || BinaryBackward { backward, a: a.detach(), b: b.detach(), y: saved_y }))
+    Ok(attach(y, &[a, b], move || BinaryBackward { backward, a: a.value(), b: b.value(), y: saved_y.value() }))
 }
 
 /// The record of [`elemental_binary`].
 struct BinaryBackward<B> {
     backward: B,
-    a: Tensor,
-    b: Tensor,
-    y: Tensor,
+    a: Array,
+    b: Array,
+    y: Array,
 }
 
 impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward for BinaryBackward<B> {

@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::index as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Shape, Size, Tensor};
+use crate::tensor::{Axis, Shape, Size};
 
 /// A tensor of integer indices (class labels, token ids, gather positions), row-major.
 ///

@@ -5,11 +5,12 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Size, Tensor};
+use crate::tensor::{Axis, Layout, Shape, Size};
 
 /// Checks that every tensor has the rank and shape of the first, except along `axis`.
 fn check_same_but(op: &'static str, ts: &[&Tensor], axis: Option<usize>) -> Result<()> {

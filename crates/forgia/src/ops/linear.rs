@@ -4,10 +4,11 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 const OP: &str = "linear";
 
@@ -71,14 +72,14 @@ impl Tensor {
         *shape.last_mut().expect("rank checked above") = n;
         let y = Tensor::from_parts(out, &shape);
         let inputs: SmallVec<[&Tensor; 3]> = [Some(self), Some(weight), bias].into_iter().flatten().collect();
-        Ok(attach(y, &inputs, || LinearBackward { x, w, rows: m, has_bias: bias.is_some() }))
+        Ok(attach(y, &inputs, || LinearBackward { x: x.value(), w: w.value(), rows: m, has_bias: bias.is_some() }))
     }
 }
 
 /// Saved: the packed input and weight.
 struct LinearBackward {
-    x: Tensor,
-    w: Tensor,
+    x: Array,
+    w: Array,
     rows: usize,
     has_bias: bool,
 }

@@ -15,12 +15,13 @@
 use smallvec::SmallVec;
 
 pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::loss as k;
 use crate::kernels::softmax::row_logsumexp;
 use crate::ops::index::Indices;
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 /// How a loss combines its per-element (or per-row) values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -200,7 +201,7 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
     k::cross_entropy_rows(d, c, &lse, targets, eps, &mut rows);
     let (out, count) = combine(rows, targets, reduction);
     Ok(attach(out, &[x], || CrossEntropyBackward {
-        x: data.clone(),
+        x: data.value(),
         lse,
         targets: targets.to_vec(),
         eps,
@@ -210,7 +211,7 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
 }
 
 struct CrossEntropyBackward {
-    x: Tensor,
+    x: Array,
     /// Per row `(max, log Σ exp(x - max))`.
     lse: Vec<(f32, f32)>,
     targets: Vec<Option<usize>>,

@@ -4,8 +4,8 @@
 
 use super::loss::Reduction;
 use super::unary::{constant_map, unary, UnaryRule};
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::Tensor;
 
 /// Applies a reduction to elementwise losses.
 fn reduce(op: &'static str, t: Tensor, reduction: Reduction) -> Result<Tensor> {

@@ -5,12 +5,13 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use super::sum_to_shape;
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
-use crate::tensor::{Layout, Shape, Size, Tensor};
+use crate::tensor::{Array, Layout, Shape, Size};
 
 /// The batch part (all but the last two axes) of a layout, as its own layout.
 fn batch_layout(l: &Layout, batch: &[usize]) -> Layout {
@@ -121,20 +122,20 @@ impl Tensor {
         let data = matmul_forward(self, other, &batch, m, k, n)?;
         let out = Tensor::from_parts(data, &shape);
         let work = 2 * count * m * n * k; // at most 2 · MAX_WORK, checked above
-        Ok(attach(out, &[self, other], || MatmulBackward { a: self.detach(), b: other.detach(), work }))
+        Ok(attach(out, &[self, other], || MatmulBackward { a: self.value(), b: other.value(), work }))
     }
 }
 
 /// True for a rank-2 tensor whose elements are a packed matrix read column by column (the
 /// transposed view of a contiguous matrix).
-fn is_transposed_matrix(t: &Tensor) -> bool {
+fn is_transposed_matrix(t: &Array) -> bool {
     let (s, d) = (t.strides(), t.shape());
     t.rank() == 2 && d[0] > 1 && d[1] > 1 && s[0] == 1 && s[1] == d[0] as isize
 }
 
 struct MatmulBackward {
-    a: Tensor,
-    b: Tensor,
+    a: Array,
+    b: Array,
     work: usize,
 }
 

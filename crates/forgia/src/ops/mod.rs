@@ -26,8 +26,8 @@ pub(crate) mod ste;
 pub(crate) mod unary;
 pub(crate) mod where_;
 
+use crate::autograd::Tensor;
 use crate::error::Result;
-use crate::tensor::Tensor;
 
 /// Sums a broadcast gradient back to an operand's `shape`: the one helper every broadcasting
 /// op's backward uses. Differentiable (a sum over the stretched axes, then a reshape).

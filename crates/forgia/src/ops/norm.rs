@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::norm::{self as k, Sets};
 use crate::tensor::layout::numel;
-use crate::tensor::{Scratch, Shape, Tensor};
+use crate::tensor::{Array, Scratch, Shape};
 
 /// Running mean and variance of a batch-norm layer, updated outside the graph by
 /// [`Tensor::batch_norm`] in training mode, read in evaluation mode.
@@ -50,14 +51,14 @@ struct Spec {
 impl Spec {
     /// The row-wise kernel, when every chunk is its own set and the parameters run along it
     /// (layer and RMS norm).
-    fn rows<'a>(&self, w: Option<&'a Tensor>, b: Option<&'a Tensor>) -> Option<k::Rows<'a>> {
+    fn rows<'a>(&self, w: Option<&'a Array>, b: Option<&'a Array>) -> Option<k::Rows<'a>> {
         let s = &self.sets;
         let row_wise = self.inner == 1 && s.count * s.chunk == s.len && numel(&self.param_shape) == s.chunk;
         row_wise.then(|| k::Rows {
             d: s.chunk,
             rms: self.rms,
-            weight: w.map(Tensor::packed),
-            bias: b.map(Tensor::packed),
+            weight: w.map(|t| t.packed()),
+            bias: b.map(|t| t.packed()),
         })
     }
 }
@@ -92,23 +93,23 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
     }
     let xd = x.contiguous_data()?;
     let (wd, bd) = (w.map(Tensor::contiguous_data).transpose()?, b.map(Tensor::contiguous_data).transpose()?);
-    let (y, mean, rstd, var) = match spec.rows(wd.as_ref(), bd.as_ref()) {
+    let (y, mean, rstd, var) = match spec.rows(wd.as_deref(), bd.as_deref()) {
         Some(rows) => rows.forward(xd.packed(), eps)?,
         None => {
             let (mean, var) = k::moments(&spec.sets, xd.packed(), spec.rms);
             let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
             let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd)?;
-            k::affine(&mut y, wd.as_ref().map(Tensor::packed), bd.as_ref().map(Tensor::packed), spec.inner);
+            k::affine(&mut y, wd.as_ref().map(|t| t.packed()), bd.as_ref().map(|t| t.packed()), spec.inner);
             (y, mean, rstd, var)
         }
     };
     let out = Tensor::from_parts(y, x.shape());
     let record = || NormBackward {
-        x: xd.clone(),
+        x: xd.value(),
         mean: Arc::new(mean),
         rstd: Arc::new(rstd),
         spec: spec.clone(),
-        weight: wd.clone(),
+        weight: wd.as_ref().map(Tensor::value),
         has_bias: b.is_some(),
     };
     let inputs: SmallVec<[&Tensor; 3]> = [Some(x), w, b].into_iter().flatten().collect();
@@ -281,11 +282,11 @@ fn batch_norm_eval(
 
 /// The record of every normalization: saved input, per-set mean and rstd, and the weight.
 struct NormBackward {
-    x: Tensor,
+    x: Array,
     mean: Arc<Vec<f32>>,
     rstd: Arc<Vec<f32>>,
     spec: Spec,
-    weight: Option<Tensor>,
+    weight: Option<Array>,
     has_bias: bool,
 }
 

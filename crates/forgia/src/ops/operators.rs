@@ -15,8 +15,8 @@
 
 use std::ops::{Add, Div, Mul, Neg, Sub};
 
+use crate::autograd::Tensor;
 use crate::error::Result;
-use crate::tensor::Tensor;
 
 impl Add<&Tensor> for &Tensor {
     type Output = Result<Tensor>;

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pool::{self as k, PoolGeom};
-use crate::tensor::{Shape, Size, Tensor};
+use crate::tensor::{Shape, Size};
 
 const OP_UP: &str = "upsample_nearest2d";
 

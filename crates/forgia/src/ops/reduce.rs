@@ -4,16 +4,17 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axes, Axis, Shape, Tensor};
+use crate::tensor::{Array, Axes, Axis, Shape};
 
 /// A reduction laid out for the kernels: the input packed as `[outer, red, inner]`.
 pub(crate) struct Plan {
     /// Packed input (a copy only when the reduced axes were not one contiguous block).
-    pub(crate) data: Tensor,
+    pub(crate) data: Array,
     pub(crate) outer: usize,
     pub(crate) red: usize,
     pub(crate) inner: usize,
@@ -28,7 +29,7 @@ impl Plan {
     ///
     /// # Errors
     /// `WorkLimitExceeded` / `OutOfMemory` when packing a broadcast input is too large.
-    pub(crate) fn new(x: &Tensor, axes: &[usize], keepdim: bool) -> Result<Plan> {
+    pub(crate) fn new(x: &Array, axes: &[usize], keepdim: bool) -> Result<Plan> {
         let shape = x.shape();
         let kept: Shape = shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
         let out: Shape = if keepdim {
@@ -48,7 +49,7 @@ impl Plan {
             let red: usize = axes.iter().map(|&a| shape[a]).product();
             // The kept sizes' product, not numel / red: that is 0 when a reduced axis is empty.
             let outer: usize = perm[..perm.len() - axes.len()].iter().map(|&a| shape[a]).product();
-            let t = x.detach().with_layout(x.layout.permuted(&perm)).contiguous_data()?;
+            let t = x.with_layout(x.layout.permuted(&perm)).contiguous_data()?;
             (t, outer, red, 1)
         };
         Ok(Plan { data, outer, red, inner, kept, out })

@@ -5,10 +5,11 @@
 use smallvec::SmallVec;
 
 use super::reduce::{expand_reduced, Plan};
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::reduce as k;
-use crate::tensor::{Axes, Axis, Shape, Tensor};
+use crate::tensor::{Array, Axes, Axis, Shape};
 
 impl Tensor {
     /// Variance over `axes`: `Σ (x - mean)² / (n - correction)`, `n` the number of reduced
@@ -36,7 +37,7 @@ impl Tensor {
         let plan = Plan::new(self, &axes, keepdim)?;
         let out = Tensor::from_parts(k::var(plan.data.packed(), plan.outer, plan.red, plan.inner, denom)?, &plan.out);
         Ok(attach(out, &[self], || VarBackward {
-            x: self.detach(),
+            x: self.value(),
             axes: axes.to_vec(),
             kept: plan.kept.clone(),
             denom,
@@ -57,7 +58,7 @@ impl Tensor {
         let plan = Plan::new(self, &axes, keepdim)?;
         let out = Tensor::from_parts(k::logsumexp(plan.data.packed(), plan.outer, plan.red, plan.inner)?, &plan.out);
         let y = out.detach();
-        Ok(attach(out, &[self], || LogsumexpBackward { x: self.detach(), y, kept: plan.kept.clone() }))
+        Ok(attach(out, &[self], || LogsumexpBackward { x: self.value(), y: y.value(), kept: plan.kept.clone() }))
     }
 
     /// The product over one axis (1 over an empty axis).
@@ -71,7 +72,7 @@ impl Tensor {
         let a = self.axis("prod", axis)?;
         let plan = Plan::new(self, &[a], keepdim)?;
         let out = Tensor::from_parts(k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner)?, &plan.out);
-        Ok(attach(out, &[self], || ProdBackward { x: self.detach(), axis: a, kept: plan.kept.clone() }))
+        Ok(attach(out, &[self], || ProdBackward { x: self.value(), axis: a, kept: plan.kept.clone() }))
     }
 
     /// The running sum along `axis` (same shape as `x`).
@@ -96,7 +97,7 @@ impl Tensor {
 }
 
 struct VarBackward {
-    x: Tensor,
+    x: Array,
     axes: Vec<usize>,
     kept: Shape,
     denom: f32,
@@ -116,8 +117,8 @@ impl Backward for VarBackward {
 }
 
 struct LogsumexpBackward {
-    x: Tensor,
-    y: Tensor,
+    x: Array,
+    y: Array,
     kept: Shape,
 }
 
@@ -135,7 +136,7 @@ impl Backward for LogsumexpBackward {
 }
 
 struct ProdBackward {
-    x: Tensor,
+    x: Array,
     axis: usize,
     kept: Shape,
 }

@@ -3,10 +3,10 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::rope as k;
-use crate::tensor::Tensor;
 
 impl Tensor {
     /// Rotates pairs `(x[i], x[i + D/2])` of `x [.., S, D]` (usually `[B, H, S, D]`) by

@@ -4,11 +4,12 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Size, Tensor};
+use crate::tensor::{Axis, Layout, Shape, Size};
 
 /// A new tensor over the same storage with another layout (no node yet, names dropped).
 fn view(x: &Tensor, layout: Layout) -> Tensor {

@@ -4,10 +4,11 @@
 use smallvec::SmallVec;
 
 use super::reduce::Plan;
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::softmax as k;
-use crate::tensor::{Axis, Tensor};
+use crate::tensor::{Array, Axis};
 
 /// Runs the forward kernel along axis `a` of `x` (no node).
 fn forward(x: &Tensor, a: usize, log: bool) -> Result<Tensor> {
@@ -35,7 +36,7 @@ impl Tensor {
         let a = self.axis("softmax", axis)?;
         let y = forward(self, a, false)?;
         let saved = y.detach();
-        Ok(attach(y, &[self], || SoftmaxBackward { y: saved, axis: a, log: false }))
+        Ok(attach(y, &[self], || SoftmaxBackward { y: saved.value(), axis: a, log: false }))
     }
 
     /// `log_softmax(x)_i = x_i - log Σ_j exp(x_j)` along `axis`.
@@ -48,12 +49,12 @@ impl Tensor {
         let a = self.axis("log_softmax", axis)?;
         let y = forward(self, a, true)?;
         let saved = y.detach();
-        Ok(attach(y, &[self], || SoftmaxBackward { y: saved, axis: a, log: true }))
+        Ok(attach(y, &[self], || SoftmaxBackward { y: saved.value(), axis: a, log: true }))
     }
 }
 
 struct SoftmaxBackward {
-    y: Tensor,
+    y: Array,
     axis: usize,
     log: bool,
 }

@@ -3,9 +3,10 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 impl Tensor {
     /// `y = x · w_qᵀ` for `x [.., in]` and `w [out, in]`, where `w_q` is `w` quantized per
@@ -37,14 +38,14 @@ impl Tensor {
             Ok(Tensor::from_parts(q, w.shape()))
         })?;
         let y = self.detach().matmul(&wq.transpose(0, 1)?)?;
-        Ok(attach(y, &[self, w], || SteBackward { x: self.detach(), wq }))
+        Ok(attach(y, &[self, w], || SteBackward { x: self.value(), wq: wq.value() }))
     }
 }
 
 struct SteBackward {
-    x: Tensor,
+    x: Array,
     /// The quantized weight (a constant: its dependence on `w` is passed straight through).
-    wq: Tensor,
+    wq: Array,
 }
 
 impl Backward for SteBackward {
@@ -55,7 +56,7 @@ impl Backward for SteBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
-            out[0] = Some(gy.matmul(&self.wq)?);
+            out[0] = Some(gy.matmul(&Tensor::from(&self.wq))?);
         }
         if cx.needs_grad(1) {
             let x = cx.input(0, &self.x);

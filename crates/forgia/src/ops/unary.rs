@@ -5,10 +5,11 @@
 
 use smallvec::SmallVec;
 
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::{fastmath, pointwise};
-use crate::tensor::{Saved, Tensor};
+use crate::tensor::Saved;
 
 /// A pointwise function and its derivative.
 pub(crate) trait UnaryRule: Send + Sync + 'static {
@@ -49,7 +50,7 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
 
     /// `gx = gy * df(saved)`: fused in one kernel, or in tensor ops when building a graph.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let saved = self.saved.tensor(gy.shape());
+        let saved = self.saved.value(gy.shape());
         let gx = if cx.create_graph() {
             let saved = if R::USES_OUTPUT { cx.output(&saved) } else { cx.input(0, &saved) };
             gy.mul(&self.rule.df_tensor(&saved)?)?

@@ -6,11 +6,12 @@ use smallvec::SmallVec;
 
 use super::binary::broadcast_names;
 use super::sum_to_shape;
+use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::Tensor;
+use crate::tensor::Array;
 
 /// Fails unless every element of `mask` is 0 or 1.
 fn check_mask(op: &'static str, mask: &Tensor) -> Result<()> {
@@ -61,7 +62,7 @@ impl Tensor {
     pub fn where_(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         check_mask("where", mask)?;
         let out = select("where", mask, a, b)?;
-        Ok(attach(out, &[a, b], || WhereBackward { mask: mask.detach(), shapes: [a.shape().into(), b.shape().into()] }))
+        Ok(attach(out, &[a, b], || WhereBackward { mask: mask.value(), shapes: [a.shape().into(), b.shape().into()] }))
     }
 
     /// `value` where `mask` is 1, `x` elsewhere. The 0/1 mask broadcasts to `x`'s shape.
@@ -84,14 +85,14 @@ impl Tensor {
         let fill = Tensor::scalar(value);
         let out = select("masked_fill", mask, &fill, self)?;
         Ok(attach(out, &[&fill, self], || WhereBackward {
-            mask: mask.detach(),
+            mask: mask.value(),
             shapes: [fill.shape().into(), self.shape().into()],
         }))
     }
 }
 
 struct WhereBackward {
-    mask: Tensor,
+    mask: Array,
     shapes: [crate::tensor::Shape; 2],
 }
 
@@ -104,10 +105,10 @@ impl Backward for WhereBackward {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         let zero = Tensor::scalar(0.0);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(&Tensor::where_(&self.mask, gy, &zero)?, &self.shapes[0])?);
+            out[0] = Some(sum_to_shape(&Tensor::where_(&Tensor::from(&self.mask), gy, &zero)?, &self.shapes[0])?);
         }
         if cx.needs_grad(1) {
-            out[1] = Some(sum_to_shape(&Tensor::where_(&self.mask, &zero, gy)?, &self.shapes[1])?);
+            out[1] = Some(sum_to_shape(&Tensor::where_(&Tensor::from(&self.mask), &zero, gy)?, &self.shapes[1])?);
         }
         Ok(out)
     }

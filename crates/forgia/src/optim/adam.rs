@@ -3,9 +3,9 @@
 
 use super::state::{apply, ParamState, SlotState};
 use super::Optimizer;
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::nn::Module;
-use crate::tensor::Tensor;
 
 /// Hyperparameters of [`Adam`] and [`AdamW`] (PyTorch's names).
 #[derive(Clone, Copy, Debug, PartialEq)]

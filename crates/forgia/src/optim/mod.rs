@@ -63,9 +63,9 @@ pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::clip_grad_norm;
 pub use sgd::{Sgd, SgdConfig};
 
+use crate::autograd::Tensor;
 use crate::error::Result;
 use crate::nn::Module;
-use crate::tensor::Tensor;
 
 /// An optimizer: updates parameters from their accumulated gradients.
 ///

@@ -3,9 +3,9 @@
 
 use super::state::{apply, SlotState};
 use super::Optimizer;
+use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::nn::Module;
-use crate::tensor::Tensor;
 
 /// Hyperparameters of [`Sgd`] (PyTorch's names and defaults, with `lr` 0.01).
 #[derive(Clone, Copy, Debug, PartialEq)]

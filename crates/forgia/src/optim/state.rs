@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::autograd::no_grad;
+use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
 use crate::nn::{Module, Seen};
-use crate::tensor::Tensor;
 
 /// The state of one parameter: its step count, its shape, and one buffer per slot (empty until
 /// the optimizer first writes it).

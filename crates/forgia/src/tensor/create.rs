@@ -1,9 +1,10 @@
-//! Creating tensors: from data, filled, ranges, identity, one-hot, seeded random.
+//! Creating arrays: from data, filled, ranges, identity, one-hot, seeded random. `Array`'s
+//! constructors of the same names make constants from these.
 
-use super::{alloc, Rng, Size, Tensor};
+use super::{alloc, Array, Rng, Size};
 use crate::error::{fail, ErrorKind, Result};
 
-impl Tensor {
+impl Array {
     /// A constant from row-major `data` with `shape`.
     ///
     /// ```
@@ -15,7 +16,7 @@ impl Tensor {
     /// # Errors
     /// `LengthMismatch` when `data.len()` is not the product of `shape`; `SizeOverflow` when
     /// that product does not fit (`[0, 2^32, 2^32]`).
-    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
+    pub fn from_vec(data: Vec<f32>, shape: &[usize]) -> Result<Array> {
         let expected = Size::of("from_vec", shape)?.numel();
         if data.len() != expected {
             return fail(ErrorKind::LengthMismatch {
@@ -25,35 +26,20 @@ impl Tensor {
                 got: data.len(),
             });
         }
-        Ok(Tensor::from_parts(data, shape))
+        Ok(Array::from_parts(data, shape))
     }
 
     /// A constant from a slice.
     ///
     /// # Errors
-    /// `LengthMismatch` as [`Tensor::from_vec`].
-    pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Tensor> {
-        Tensor::from_vec(data.to_vec(), shape)
-    }
-
-    /// A trainable leaf (variable) from data: shorthand for `from_vec(..)?.into_variable()`.
-    ///
-    /// # Errors
-    /// `LengthMismatch` as [`Tensor::from_vec`].
-    pub fn variable(data: Vec<f32>, shape: &[usize]) -> Result<Tensor> {
-        Ok(Tensor::from_vec(data, shape)?.into_variable())
-    }
-
-    /// Turns this tensor's values into a variable: a fresh leaf node that accumulates
-    /// gradients, and a value of its own that every clone of the result shares (the original
-    /// handle is unaffected by later updates of the variable).
-    pub fn into_variable(self) -> Tensor {
-        self.new_variable()
+    /// `LengthMismatch` as [`Array::from_vec`].
+    pub fn from_slice(data: &[f32], shape: &[usize]) -> Result<Array> {
+        Array::from_vec(data.to_vec(), shape)
     }
 
     /// A rank-0 constant.
-    pub fn scalar(value: f32) -> Tensor {
-        Tensor::from_parts(vec![value], &[])
+    pub fn scalar(value: f32) -> Array {
+        Array::from_parts(vec![value], &[])
     }
 
     /// A constant filled with `value`.
@@ -61,7 +47,7 @@ impl Tensor {
     /// # Errors
     /// `SizeOverflow` when the shape's size does not fit; `OutOfMemory` when the buffer cannot
     /// be allocated.
-    pub fn full(shape: &[usize], value: f32) -> Result<Tensor> {
+    pub fn full(shape: &[usize], value: f32) -> Result<Array> {
         filled("full", shape, value)
     }
 
@@ -76,33 +62,33 @@ impl Tensor {
     /// ```
     ///
     /// # Errors
-    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
-    pub fn zeros(shape: &[usize]) -> Result<Tensor> {
+    /// `SizeOverflow` / `OutOfMemory` as [`Array::full`].
+    pub fn zeros(shape: &[usize]) -> Result<Array> {
         filled("zeros", shape, 0.0)
     }
 
     /// A constant of ones.
     ///
     /// # Errors
-    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
-    pub fn ones(shape: &[usize]) -> Result<Tensor> {
+    /// `SizeOverflow` / `OutOfMemory` as [`Array::full`].
+    pub fn ones(shape: &[usize]) -> Result<Array> {
         filled("ones", shape, 1.0)
     }
 
     /// Zeros with the shape of `other` (packed, whatever `other`'s layout).
     ///
     /// # Errors
-    /// `OutOfMemory` as [`Tensor::full`] (`other` may be a broadcast view far larger than its
+    /// `OutOfMemory` as [`Array::full`] (`other` may be a broadcast view far larger than its
     /// storage).
-    pub fn zeros_like(other: &Tensor) -> Result<Tensor> {
+    pub fn zeros_like(other: &Array) -> Result<Array> {
         filled("zeros_like", other.shape(), 0.0)
     }
 
     /// Ones with the shape of `other`.
     ///
     /// # Errors
-    /// `OutOfMemory` as [`Tensor::zeros_like`].
-    pub fn ones_like(other: &Tensor) -> Result<Tensor> {
+    /// `OutOfMemory` as [`Array::zeros_like`].
+    pub fn ones_like(other: &Array) -> Result<Array> {
         filled("ones_like", other.shape(), 1.0)
     }
 
@@ -111,7 +97,7 @@ impl Tensor {
     /// # Errors
     /// `InvalidArgument` when `step` is zero, not finite, or points away from `end`;
     /// `SizeOverflow` / `OutOfMemory` when the count is too large.
-    pub fn arange(start: f32, end: f32, step: f32) -> Result<Tensor> {
+    pub fn arange(start: f32, end: f32, step: f32) -> Result<Array> {
         if step == 0.0 || !step.is_finite() || (end - start) * step < 0.0 {
             return fail(ErrorKind::InvalidArgument {
                 op: "arange",
@@ -124,33 +110,33 @@ impl Tensor {
         for (i, v) in data.iter_mut().enumerate() {
             *v = start + i as f32 * step;
         }
-        Ok(Tensor::from_parts(data, &[n]))
+        Ok(Array::from_parts(data, &[n]))
     }
 
     /// `n` evenly spaced values from `start` to `end` inclusive.
     ///
     /// # Errors
     /// `SizeOverflow` / `OutOfMemory` when `n` is too large.
-    pub fn linspace(start: f32, end: f32, n: usize) -> Result<Tensor> {
+    pub fn linspace(start: f32, end: f32, n: usize) -> Result<Array> {
         let mut data = filled_vec("linspace", &[n], start)?;
         if n > 1 {
             for (i, v) in data.iter_mut().enumerate() {
                 *v = start + (end - start) * i as f32 / (n - 1) as f32;
             }
         }
-        Ok(Tensor::from_parts(data, &[n]))
+        Ok(Array::from_parts(data, &[n]))
     }
 
     /// The `n × n` identity matrix.
     ///
     /// # Errors
     /// `SizeOverflow` when `n²` does not fit; `OutOfMemory` when it cannot be allocated.
-    pub fn eye(n: usize) -> Result<Tensor> {
+    pub fn eye(n: usize) -> Result<Array> {
         let mut data = filled_vec("eye", &[n, n], 0.0)?;
         for i in 0..n {
             data[i * n + i] = 1.0;
         }
-        Ok(Tensor::from_parts(data, &[n, n]))
+        Ok(Array::from_parts(data, &[n, n]))
     }
 
     /// Rows of one-hot vectors: shape `[indices.len(), classes]`.
@@ -158,7 +144,7 @@ impl Tensor {
     /// # Errors
     /// `IndexOutOfRange` for an index `>= classes`; `SizeOverflow` / `OutOfMemory` when the
     /// shape is too large.
-    pub fn one_hot(indices: &[usize], classes: usize) -> Result<Tensor> {
+    pub fn one_hot(indices: &[usize], classes: usize) -> Result<Array> {
         if let Some(&i) = indices.iter().find(|&&i| i >= classes) {
             return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index: i as i64, size: classes });
         }
@@ -167,27 +153,27 @@ impl Tensor {
         for (row, &i) in indices.iter().enumerate() {
             data[row * classes + i] = 1.0;
         }
-        Ok(Tensor::from_parts(data, &shape))
+        Ok(Array::from_parts(data, &shape))
     }
 
     /// Uniform values in `[low, high)` from an explicit generator.
     ///
     /// # Errors
-    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
-    pub fn rand(shape: &[usize], low: f32, high: f32, rng: &mut Rng) -> Result<Tensor> {
+    /// `SizeOverflow` / `OutOfMemory` as [`Array::full`].
+    pub fn rand(shape: &[usize], low: f32, high: f32, rng: &mut Rng) -> Result<Array> {
         let mut data = filled_vec("rand", shape, 0.0)?;
         data.iter_mut().for_each(|v| *v = low + (high - low) * rng.uniform());
-        Ok(Tensor::from_parts(data, shape))
+        Ok(Array::from_parts(data, shape))
     }
 
     /// Normal values with `mean` and `std` from an explicit generator.
     ///
     /// # Errors
-    /// `SizeOverflow` / `OutOfMemory` as [`Tensor::full`].
-    pub fn randn(shape: &[usize], mean: f32, std: f32, rng: &mut Rng) -> Result<Tensor> {
+    /// `SizeOverflow` / `OutOfMemory` as [`Array::full`].
+    pub fn randn(shape: &[usize], mean: f32, std: f32, rng: &mut Rng) -> Result<Array> {
         let mut data = filled_vec("randn", shape, 0.0)?;
         data.iter_mut().for_each(|v| *v = mean + std * rng.normal());
-        Ok(Tensor::from_parts(data, shape))
+        Ok(Array::from_parts(data, shape))
     }
 }
 
@@ -200,8 +186,8 @@ fn filled_vec(op: &'static str, shape: &[usize], value: f32) -> Result<Vec<f32>>
     Ok(data)
 }
 
-fn filled(op: &'static str, shape: &[usize], value: f32) -> Result<Tensor> {
-    Ok(Tensor::from_parts(filled_vec(op, shape, value)?, shape))
+fn filled(op: &'static str, shape: &[usize], value: f32) -> Result<Array> {
+    Ok(Array::from_parts(filled_vec(op, shape, value)?, shape))
 }
 
 #[cfg(test)]
@@ -210,28 +196,25 @@ mod tests {
 
     #[test]
     fn creation_fills_as_documented() {
-        assert_eq!(Tensor::arange(0.0, 5.0, 2.0).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
-        assert_eq!(Tensor::linspace(0.0, 1.0, 3).unwrap().to_vec(), vec![0.0, 0.5, 1.0]);
-        assert_eq!(Tensor::linspace(2.0, 1.0, 1).unwrap().to_vec(), vec![2.0]);
-        assert_eq!(Tensor::eye(2).unwrap().to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
-        assert_eq!(Tensor::one_hot(&[1, 0], 3).unwrap().to_vec(), vec![0.0, 1.0, 0.0, 1.0, 0.0, 0.0]);
-        assert_eq!(Tensor::scalar(3.0).item().unwrap(), 3.0);
+        assert_eq!(Array::arange(0.0, 5.0, 2.0).unwrap().to_vec(), vec![0.0, 2.0, 4.0]);
+        assert_eq!(Array::linspace(0.0, 1.0, 3).unwrap().to_vec(), vec![0.0, 0.5, 1.0]);
+        assert_eq!(Array::linspace(2.0, 1.0, 1).unwrap().to_vec(), vec![2.0]);
+        assert_eq!(Array::eye(2).unwrap().to_vec(), vec![1.0, 0.0, 0.0, 1.0]);
+        assert_eq!(Array::one_hot(&[1, 0], 3).unwrap().to_vec(), vec![0.0, 1.0, 0.0, 1.0, 0.0, 0.0]);
+        assert_eq!(Array::scalar(3.0).item().unwrap(), 3.0);
         let mut r1 = Rng::new(3);
         let mut r2 = Rng::new(3);
         assert_eq!(
-            Tensor::randn(&[4], 0.0, 1.0, &mut r1).unwrap().to_vec(),
-            Tensor::randn(&[4], 0.0, 1.0, &mut r2).unwrap().to_vec()
+            Array::randn(&[4], 0.0, 1.0, &mut r1).unwrap().to_vec(),
+            Array::randn(&[4], 0.0, 1.0, &mut r2).unwrap().to_vec()
         );
     }
 
     #[test]
     fn bad_creation_is_an_error() {
-        assert!(matches!(
-            Tensor::from_vec(vec![1.0; 3], &[2, 2]).unwrap_err().kind(),
-            ErrorKind::LengthMismatch { .. }
-        ));
-        assert!(Tensor::arange(0.0, 1.0, 0.0).is_err());
-        assert!(Tensor::arange(0.0, 1.0, -1.0).is_err());
-        assert!(Tensor::one_hot(&[3], 3).is_err());
+        assert!(matches!(Array::from_vec(vec![1.0; 3], &[2, 2]).unwrap_err().kind(), ErrorKind::LengthMismatch { .. }));
+        assert!(Array::arange(0.0, 1.0, 0.0).is_err());
+        assert!(Array::arange(0.0, 1.0, -1.0).is_err());
+        assert!(Array::one_hot(&[3], 3).is_err());
     }
 }

@@ -1,8 +1,9 @@
-//! `Display` and `Debug` for tensors, PyTorch style: nested brackets, long axes elided.
+//! `Display` and `Debug` for arrays (and through them tensors), PyTorch style: nested
+//! brackets, long axes elided.
 
 use std::fmt;
 
-use super::Tensor;
+use super::Array;
 
 const EDGE: usize = 3;
 const FULL: usize = 8;
@@ -37,8 +38,10 @@ fn write_axis(f: &mut fmt::Formatter<'_>, data: &[f32], shape: &[usize], depth: 
     write!(f, "]")
 }
 
-impl fmt::Display for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Array {
+    /// Writes `tensor([...], shape=.., names=.., grad_fn=..)`, the last part when `grad_fn` is
+    /// given (a tensor's record name).
+    pub(crate) fn write_to(&self, f: &mut fmt::Formatter<'_>, grad_fn: Option<&str>) -> fmt::Result {
         let data = self.to_vec();
         write!(f, "tensor(")?;
         if data.is_empty() {
@@ -50,14 +53,20 @@ impl fmt::Display for Tensor {
         if let Some(names) = &self.names {
             write!(f, ", names={:?}", names)?;
         }
-        if let Some(node) = &self.node {
-            write!(f, ", grad_fn={}", node.name())?;
+        if let Some(name) = grad_fn {
+            write!(f, ", grad_fn={name}")?;
         }
         write!(f, ")")
     }
 }
 
-impl fmt::Debug for Tensor {
+impl fmt::Display for Array {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_to(f, None)
+    }
+}
+
+impl fmt::Debug for Array {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(self, f)
     }

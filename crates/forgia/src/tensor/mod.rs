@@ -1,5 +1,7 @@
-//! The [`Tensor`] handle: refcounted storage, a layout, an optional gradient node and optional
-//! axis names. Cloning is cheap (a few reference counts); views share storage.
+//! The value layer: [`Array`], a node-free n-dimensional `f32` array (refcounted storage or a
+//! variable's shared cell, a layout, optional axis names), with its storage, layouts and
+//! views, checked sizes, creation, gathers and display. Nothing here knows about graphs: the
+//! autograd layer's `Tensor` is an `Array` plus an optional node.
 
 mod axis;
 mod create;
@@ -33,24 +35,19 @@ pub use storage::{
 };
 pub(crate) use var::VarCell;
 
-use crate::autograd::Node;
 use crate::error::{fail, ErrorKind, Result};
 
-/// An n-dimensional array of `f32` that may take part in reverse-mode differentiation.
+/// An n-dimensional array of `f32` with no gradient node: the value a
+/// [`Tensor`](crate::Tensor) holds (a tensor dereferences to it, so every method here is a
+/// tensor's too), and what backward records save, so a record can never own a graph edge.
 ///
-/// A tensor is one of three kinds: a **constant** (no gradient node), a **variable** (a leaf
-/// node, see [`Tensor::into_variable`]), or an **op result** that points at the record of the
-/// op that made it. The graph lives in these pointers; there is no tape.
-///
-/// A clone is another handle to the same tensor. Every handle of a variable sees every update
-/// of it (an optimizer step, a checkpoint load, [`Tensor::with_data_mut`]); a constant's
-/// buffer is never written while anything else shares it, so a clone of a constant keeps its
-/// values.
+/// Its elements are a refcounted buffer shared with views and clones (never written while
+/// shared), or, for a variable, the value cell all handles of that variable share (see
+/// `Tensor::with_data_mut`).
 #[derive(Clone)]
-pub struct Tensor {
+pub struct Array {
     data: Data,
     pub(crate) layout: Layout,
-    pub(crate) node: Option<Arc<Node>>,
     pub(crate) names: Option<Names>,
 }
 
@@ -63,30 +60,30 @@ enum Data {
     Variable(Arc<VarCell>),
 }
 
-impl Tensor {
+impl Array {
     /// A constant over `storage` with `layout` (the caller has checked that the layout
     /// addresses only elements of the buffer).
-    pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Tensor {
-        Tensor { data: Data::Value(storage), layout, node: None, names: None }
+    pub(crate) fn from_storage(storage: Arc<Storage>, layout: Layout) -> Array {
+        Array { data: Data::Value(storage), layout, names: None }
     }
 
     /// Wraps a contiguous buffer (internal: the length is trusted).
-    pub(crate) fn from_parts(data: Vec<f32>, shape: &[usize]) -> Tensor {
+    pub(crate) fn from_parts(data: Vec<f32>, shape: &[usize]) -> Array {
         debug_assert!(Size::of("from_parts", shape).is_ok(), "unchecked shape {shape:?}");
         debug_assert_eq!(data.len(), layout::numel(shape));
-        Tensor::from_storage(Arc::new(Storage::new(data)), Layout::contiguous(shape))
+        Array::from_storage(Arc::new(Storage::new(data)), Layout::contiguous(shape))
     }
 
-    /// A variable: a fresh leaf node and a fresh value cell over this tensor's values.
-    pub(crate) fn new_variable(&self) -> Tensor {
+    /// A fresh value cell over this array's values (packed row-major): the value of a new
+    /// variable.
+    pub(crate) fn new_variable(&self) -> Array {
         let storage = match self.layout.contiguous_range() {
             Some(r) if r.start == 0 && r.len() == self.storage().as_slice().len() => self.storage().into_owned(),
             _ => Arc::new(Storage::new(self.to_vec())),
         };
-        Tensor {
+        Array {
             data: Data::Variable(Arc::new(VarCell::new(storage))),
             layout: Layout::contiguous(self.shape()),
-            node: Some(Arc::new(Node::leaf(self.shape()))),
             names: self.names.clone(),
         }
     }
@@ -101,7 +98,7 @@ impl Tensor {
     }
 
     /// The whole buffer of a constant or op result, for kernels that address it through the
-    /// layout (a variable's values are read through a snapshot: [`Tensor::detach`] first).
+    /// layout (a variable's values are read through a snapshot: `detach` first).
     pub(crate) fn buffer_slice(&self) -> &[f32] {
         match &self.data {
             Data::Value(storage) => storage.as_slice(),
@@ -110,13 +107,13 @@ impl Tensor {
     }
 
     /// A new constant sharing this tensor's storage under another layout.
-    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
-        Tensor::from_storage(self.storage().into_owned(), layout)
+    pub(crate) fn with_layout(&self, layout: Layout) -> Array {
+        Array::from_storage(self.storage().into_owned(), layout)
     }
 
     /// True when `self` and `other` are handles of one variable (clones of it, or the same
     /// parameter held by two modules, as tied weights are). False for constants and op results.
-    pub fn same_variable(&self, other: &Tensor) -> bool {
+    pub fn same_variable(&self, other: &Array) -> bool {
         match (&self.data, &other.data) {
             (Data::Variable(a), Data::Variable(b)) => Arc::ptr_eq(a, b),
             _ => false,
@@ -166,7 +163,7 @@ impl Tensor {
     }
 
     /// True when `self` and `other` view the same storage buffer.
-    pub fn shares_storage(&self, other: &Tensor) -> bool {
+    pub fn shares_storage(&self, other: &Array) -> bool {
         Arc::ptr_eq(&self.storage(), &other.storage())
     }
 
@@ -185,7 +182,7 @@ impl Tensor {
     ///
     /// # Panics
     /// When the copy cannot be allocated (a broadcast view far larger than memory, see
-    /// [`Tensor::try_to_vec`]), like any `Vec` that does not fit.
+    /// [`Array::try_to_vec`]), like any `Vec` that does not fit.
     pub fn to_vec(&self) -> Vec<f32> {
         self.try_to_vec().unwrap_or_else(|e| panic!("to_vec: {e}"))
     }
@@ -216,12 +213,12 @@ impl Tensor {
     /// already contiguous.
     ///
     /// # Panics
-    /// When that copy cannot be allocated, as [`Tensor::to_vec`].
+    /// When that copy cannot be allocated, as [`Array::to_vec`].
     pub fn with_data<R>(&self, f: impl FnOnce(&[f32]) -> R) -> R {
         self.try_with_data("with_data", |d| Ok(f(d))).unwrap_or_else(|e| panic!("with_data: {e}"))
     }
 
-    /// [`Tensor::with_data`] for ops: the copy of a non-contiguous layout, and `f`, are fallible.
+    /// [`Array::with_data`] for ops: the copy of a non-contiguous layout, and `f`, are fallible.
     pub(crate) fn try_with_data<R>(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<R>) -> Result<R> {
         let storage = self.storage();
         match self.layout.contiguous_range() {
@@ -231,18 +228,18 @@ impl Tensor {
     }
 
     /// The contiguous values of this tensor as a fresh constant (shared when possible).
-    pub(crate) fn contiguous_data(&self) -> Result<Tensor> {
+    pub(crate) fn contiguous_data(&self) -> Result<Array> {
         if self.is_contiguous() {
-            return Ok(self.detach());
+            return Ok(self.snapshot());
         }
         let data = gather("contiguous", self.storage().as_slice(), &self.layout)?;
-        Ok(Tensor::from_parts(data, self.shape()))
+        Ok(Array::from_parts(data, self.shape()))
     }
 
     /// The elements this tensor stores, as a view: the layout with every broadcast axis (stride
     /// 0, size above 1) narrowed to size 1, and how many times each of them repeats in the
     /// logical tensor (1 when nothing is broadcast).
-    pub(crate) fn stored(&self) -> (Tensor, usize) {
+    pub(crate) fn stored(&self) -> (Array, usize) {
         let mut layout = self.layout.clone();
         for (d, &s) in layout.shape.iter_mut().zip(&self.layout.strides) {
             if s == 0 && *d > 1 {
@@ -251,21 +248,21 @@ impl Tensor {
         }
         let stored = layout.numel();
         let repeats = self.numel().checked_div(stored).unwrap_or(1);
-        let t = if repeats == 1 { self.detach() } else { self.with_layout(layout) };
+        let t = if repeats == 1 { self.snapshot() } else { self.with_layout(layout) };
         (t, repeats)
     }
 
     /// A constant of this tensor's shape whose elements are `f` of this tensor's elements, for
     /// ops that map each element on its own and cannot fail: `f` runs over the stored elements
-    /// only (see [`Tensor::stored`]) and a broadcast input gives a broadcast result, so the
+    /// only (see [`Array::stored`]) and a broadcast input gives a broadcast result, so the
     /// work and the memory are those of the storage, never of the logical size.
     ///
     /// # Panics
     /// Only when memory cannot hold a copy of the stored elements (like any `Vec`).
-    pub(crate) fn map_stored(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Vec<f32>>) -> Tensor {
+    pub(crate) fn map_stored(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Vec<f32>>) -> Array {
         let (src, repeats) = self.stored();
         let data = src.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
-        let out = Tensor::from_parts(data, src.shape());
+        let out = Array::from_parts(data, src.shape());
         let out = if repeats == 1 { out } else { out.with_layout(out.layout.broadcast_to(self.shape())) };
         let mut out = out;
         out.names = self.names.clone();
@@ -273,42 +270,20 @@ impl Tensor {
     }
 
     /// The contiguous slice of a constant or op result known to be contiguous (a variable's
-    /// values are read through a snapshot: [`Tensor::detach`] or `contiguous_data` first).
+    /// values are read through a snapshot: `detach` or `contiguous_data` first).
     pub(crate) fn packed(&self) -> &[f32] {
         let r = self.layout.contiguous_range().expect("packed() needs a contiguous tensor");
         &self.buffer_slice()[r]
     }
 
-    /// Runs `f` with mutable access to the elements (row-major), for code that updates values
-    /// in place: optimizers, initializers, checkpoint loading, a user's own update.
-    ///
-    /// On a variable the write is seen by every handle of it; a graph built before the write
-    /// keeps the values its forward pass saw (the write goes to a fresh copy while such a
-    /// graph holds the old buffer). On a constant, the buffer is copied first if anything else
-    /// shares it, so no other tensor sees the change. `f` must not read this same variable
-    /// (that is reported as a panic, not a deadlock).
-    ///
-    /// ```
-    /// use forgia::{no_grad, Tensor};
-    /// let mut w = Tensor::variable(vec![1.0, 2.0], &[2])?;
-    /// let held = w.clone();
-    /// {
-    ///     let _guard = no_grad();
-    ///     w.with_data_mut(|d| d.iter_mut().for_each(|v| *v *= 10.0))?;
-    /// }
-    /// assert_eq!(held.to_vec(), vec![10.0, 20.0]); // every handle sees the update
-    /// # Ok::<(), forgia::Error>(())
-    /// ```
+    /// Runs `f` with mutable access to the elements (row-major). On a variable's cell the
+    /// write is seen by every handle of it, and snapshots taken before keep their values; on a
+    /// plain buffer, it is copied first if anything else shares it. (`Tensor::with_data_mut`
+    /// adds the graph's rules on top.)
     ///
     /// # Errors
-    /// `MutableDataRequiresNoGrad` when the tensor is an op result, or a variable while grad
-    /// mode is on (wrap the update in [`crate::no_grad`]).
-    pub fn with_data_mut<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
-        if let Some(node) = &self.node {
-            if !node.is_leaf() || crate::autograd::is_grad_enabled() {
-                return fail(ErrorKind::MutableDataRequiresNoGrad { op: "with_data_mut" });
-            }
-        }
+    /// `OutOfMemory` when the copy cannot be allocated.
+    pub(crate) fn with_data_mut<R>(&mut self, f: impl FnOnce(&mut [f32]) -> R) -> Result<R> {
         if let Data::Variable(cell) = &self.data {
             return Ok(cell.update(f));
         }
@@ -333,15 +308,10 @@ impl Tensor {
         }
     }
 
-    /// The same values without a gradient node: the graph is cut here. Shares storage (for a
-    /// variable: a snapshot of its current values, which later updates do not change).
-    pub fn detach(&self) -> Tensor {
-        Tensor {
-            data: Data::Value(self.storage().into_owned()),
-            layout: self.layout.clone(),
-            node: None,
-            names: self.names.clone(),
-        }
+    /// The same values as a plain buffer: shared with `self`, or for a variable's cell a
+    /// snapshot of its current values, which later updates do not change.
+    pub(crate) fn snapshot(&self) -> Array {
+        Array { data: Data::Value(self.storage().into_owned()), layout: self.layout.clone(), names: self.names.clone() }
     }
 
     /// The axis names, if any were given.
@@ -349,12 +319,12 @@ impl Tensor {
         self.names.as_ref().map(|n| n.to_vec())
     }
 
-    /// The same tensor (same storage and node) with axis names, one per axis (`None` leaves an
-    /// axis unnamed). Names let axis arguments be strings: `x.sum("batch", false)`.
+    /// The same array (same storage) with axis names, one per axis (`None` leaves an axis
+    /// unnamed).
     ///
     /// # Errors
     /// `RankMismatch` when the count differs from the rank; `DuplicateAxis` on a repeated name.
-    pub fn with_names<S: AsRef<str>>(&self, names: &[Option<S>]) -> Result<Tensor> {
+    pub(crate) fn with_names<S: AsRef<str>>(&self, names: &[Option<S>]) -> Result<Array> {
         if names.len() != self.rank() {
             return fail(ErrorKind::RankMismatch {
                 op: "with_names",

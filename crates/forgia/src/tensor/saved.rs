@@ -4,34 +4,34 @@
 
 use std::sync::Arc;
 
-use super::{Layout, Storage, Tensor};
+use super::{Array, Layout, Storage};
 
 /// A detached value saved for backward.
 pub(crate) enum Saved {
     /// A packed buffer holding exactly the value, in row-major order.
     Packed(Arc<Storage>),
     /// Any other layout.
-    View(Box<Tensor>),
+    View(Box<Array>),
 }
 
 impl Saved {
     /// Saves `t`'s value (never its node).
-    pub(crate) fn new(t: &Tensor) -> Saved {
+    pub(crate) fn new(t: &Array) -> Saved {
         let storage = t.storage();
         let packed = t.layout.offset == 0 && t.layout.is_contiguous() && storage.as_slice().len() == t.numel();
         if packed {
             Saved::Packed(storage.into_owned())
         } else {
-            Saved::View(Box::new(t.detach()))
+            Saved::View(Box::new(t.snapshot()))
         }
     }
 
     /// The saved value as a constant of `shape` (the shape it had when saved).
-    pub(crate) fn tensor(&self, shape: &[usize]) -> Tensor {
+    pub(crate) fn value(&self, shape: &[usize]) -> Array {
         match self {
             Saved::Packed(storage) => {
                 debug_assert_eq!(storage.as_slice().len(), super::layout::numel(shape));
-                Tensor::from_storage(storage.clone(), Layout::contiguous(shape))
+                Array::from_storage(storage.clone(), Layout::contiguous(shape))
             }
             Saved::View(t) => (**t).clone(),
         }
