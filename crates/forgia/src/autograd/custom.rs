@@ -14,7 +14,7 @@ use crate::tensor::Array;
 /// vector–Jacobian product.
 ///
 /// `forward` runs with recording off on detached inputs, so it may use any tensor op (or read
-/// values with [`Tensor::to_vec`] and build the result with [`Tensor::from_vec`]).
+/// values with [`Tensor::to_vec`](crate::Array::to_vec) and build the result with [`Tensor::from_vec`]).
 ///
 /// `backward` receives the inputs, the output, the incoming gradient `gy` (the shape of the
 /// output) and one flag per input; it returns one slot per input: `Some(dL/dx_i)` (the shape of
