@@ -350,3 +350,19 @@ fn a_create_graph_pass_sums_contributions_whose_axis_names_differ() {
     assert_eq!(g.to_vec(), vec![4.0, 8.0]); // d/dx 2x² = 4x
     assert!(g.requires_grad(), "the accumulated gradient stays differentiable");
 }
+
+#[test]
+fn the_engine_sums_a_broadcast_gradient_back_to_its_operand_and_keeps_it_differentiable() {
+    // f = sum(x * w) with x [3] broadcast over w [2, 3]: df/dx = column sums of w, [3].
+    let x = var(&[1.0, 2.0, 3.0]);
+    let w = Tensor::variable(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]).unwrap();
+    let f = x.mul(&w).unwrap().sum_all();
+    f.backward_with(None, BackwardOptions { create_graph: true, ..BackwardOptions::default() }).unwrap();
+    let gx = x.grad().unwrap();
+    assert_eq!(gx.shape(), &[3]);
+    assert_eq!(gx.to_vec(), vec![5.0, 7.0, 9.0]);
+    // Second order through the sum: d/dw sum_j (sum_i w_ij)² = 2 · column sum, per row.
+    w.zero_grad();
+    gx.mul(&gx).unwrap().sum_all().backward().unwrap();
+    assert_eq!(w.grad().unwrap().to_vec(), vec![10.0, 14.0, 18.0, 10.0, 14.0, 18.0]);
+}

@@ -11,6 +11,7 @@ use smallvec::SmallVec;
 
 use super::mode::set_grad_enabled;
 use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE, PENDING, RUNNING};
+use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
 
@@ -249,8 +250,8 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     if let Some(gy) = gy.as_ref().filter(|_| edge.parents.iter().any(Option::is_some)) {
         let _mode = set_grad_enabled(options.create_graph);
         let cx = VjpCtx { node, parents: &edge.parents, create_graph: options.create_graph };
-        let out = edge.record.backward(&cx, gy)?;
-        check(edge.record.name(), &edge.parents, &out, options.detect_anomaly)?;
+        let mut out = edge.record.backward(&cx, gy)?;
+        check(edge.record.name(), &edge.parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
     let mut ready = SmallVec::new();
@@ -276,13 +277,18 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     Ok(ready)
 }
 
-/// Validates a record's output before any of it is delivered.
-fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &[Option<Tensor>], anomaly: bool) -> Result<()> {
+/// Validates a record's output before any of it is delivered, and sums each gradient that
+/// arrives in a broadcast of its operand's shape back to that shape (the one place broadcast
+/// gradients are reduced; records never do it themselves).
+fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &mut [Option<Tensor>], anomaly: bool) -> Result<()> {
     if grads.len() != parents.len() {
         return fail(ErrorKind::MissingBackwardGradient { op, operand: grads.len().min(parents.len()) });
     }
-    for (i, (p, g)) in parents.iter().zip(grads).enumerate() {
+    for (i, (p, g)) in parents.iter().zip(grads.iter_mut()).enumerate() {
         let (Some(p), Some(g)) = (p, g) else { continue };
+        if g.shape() != &p.shape[..] && expandable(&p.shape, g.shape()) {
+            *g = sum_to(g, &p.shape)?;
+        }
         if g.shape() != &p.shape[..] {
             return fail(ErrorKind::GradientShapeMismatch {
                 op,

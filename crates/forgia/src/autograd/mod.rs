@@ -9,6 +9,7 @@ mod engine;
 pub mod gradcheck;
 mod mode;
 mod node;
+mod reduce_to;
 mod tensor;
 
 pub use checkpoint::{checkpoint, checkpoint_with};

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::sum_to_shape;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -242,10 +241,9 @@ impl Backward for AttnBackward {
                 out[i] = Some(result(data, [sh[0], sh[1], sh[2], sh[3]], inter[i]));
             }
         }
-        if let (true, Some(m)) = (need_mask, &self.mask) {
-            let ds = Tensor::from_parts(ds, &full);
-            let extra = 4 - m.rank();
-            out[3] = Some(sum_to_shape(&ds, &[vec![1; extra], m.shape().to_vec()].concat())?.reshape(m.shape())?);
+        if need_mask {
+            // In the broadcast shape [B, H, Sq, Sk]: the engine sums it back to the mask's.
+            out[3] = Some(Tensor::from_parts(ds, &full));
         }
         Ok(out)
     }

@@ -1,9 +1,8 @@
-//! Pointwise binary ops with NumPy broadcasting. Each gradient is summed back to its
-//! operand's shape by `sum_to_shape`.
+//! Pointwise binary ops with NumPy broadcasting. Each record returns its operands' gradients in
+//! the broadcast shape; the engine sums each back to its operand's shape.
 
 use smallvec::SmallVec;
 
-use super::sum_to_shape;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -49,7 +48,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("add", self, other, |a, b| a + b)?;
-        Ok(attach(out, &[self, other], || AddBackward { shapes: Shapes::new(self, other), sign: 1.0 }))
+        Ok(attach(out, &[self, other], || AddBackward { sign: 1.0 }))
     }
 
     /// `a - b` with broadcasting.
@@ -60,7 +59,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("sub", self, other, |a, b| a - b)?;
-        Ok(attach(out, &[self, other], || AddBackward { shapes: Shapes::new(self, other), sign: -1.0 }))
+        Ok(attach(out, &[self, other], || AddBackward { sign: -1.0 }))
     }
 
     /// `a * b` elementwise with broadcasting.
@@ -159,8 +158,8 @@ fn scalar_map(x: &Tensor, f: impl Fn(f32) -> f32 + Sync, slope: f32) -> Tensor {
     attach(out, &[x], || ScaleBackward { s: slope })
 }
 
-/// The operand shapes a broadcasting record reduces its gradients to: nothing stored when both
-/// operands have the output's shape (the common case; a record stays a few bytes).
+/// The operand shapes a product's record rebuilds its saved operands with: nothing stored when
+/// both operands have the output's shape (the common case; a record stays a few bytes).
 pub(crate) struct Shapes(Option<Box<[Shape; 2]>>);
 
 impl Shapes {
@@ -219,7 +218,6 @@ impl Partners {
 }
 
 struct AddBackward {
-    shapes: Shapes,
     sign: f32,
 }
 
@@ -235,11 +233,10 @@ impl Backward for AddBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(gy, self.shapes.get(0, gy))?);
+            out[0] = Some(gy.clone());
         }
         if cx.needs_grad(1) {
-            let g = sum_to_shape(gy, self.shapes.get(1, gy))?;
-            out[1] = Some(if self.sign < 0.0 { g.scale(-1.0) } else { g });
+            out[1] = Some(if self.sign < 0.0 { gy.scale(-1.0) } else { gy.clone() });
         }
         Ok(out)
     }
@@ -260,11 +257,11 @@ impl Backward for MulBackward {
         let kept = "a product keeps the partner of every operand that needs a gradient";
         if cx.needs_grad(0) {
             let b = cx.input(1, &self.saved.b().expect(kept).value(self.shapes.get(1, gy)));
-            out[0] = Some(sum_to_shape(&gy.mul(&b)?, self.shapes.get(0, gy))?);
+            out[0] = Some(gy.mul(&b)?);
         }
         if cx.needs_grad(1) {
             let a = cx.input(0, &self.saved.a().expect(kept).value(self.shapes.get(0, gy)));
-            out[1] = Some(sum_to_shape(&gy.mul(&a)?, self.shapes.get(1, gy))?);
+            out[1] = Some(gy.mul(&a)?);
         }
         Ok(out)
     }
@@ -284,12 +281,12 @@ impl Backward for DivBackward {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         let b = cx.input(1, &self.b);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(&gy.div(&b)?, self.a.shape())?);
+            out[0] = Some(gy.div(&b)?);
         }
         if cx.needs_grad(1) {
             let a = cx.input(0, &self.a);
             let g = gy.mul(&a)?.div(&b.mul(&b)?)?.scale(-1.0);
-            out[1] = Some(sum_to_shape(&g, self.b.shape())?);
+            out[1] = Some(g);
         }
         Ok(out)
     }
@@ -326,7 +323,7 @@ impl Backward for PowBackward {
         let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
         if cx.needs_grad(0) {
             let g = gy.mul(&b)?.mul(&a.pow(&b.add_scalar(-1.0))?)?;
-            out[0] = Some(sum_to_shape(&g, self.a.shape())?);
+            out[0] = Some(g);
         }
         if cx.needs_grad(1) {
             // ln a with a == 0 replaced by 1, so 0^b contributes no exponent gradient.
@@ -335,7 +332,7 @@ impl Backward for PowBackward {
             })?;
             let log_a = a.masked_fill(&zero, 1.0)?.log();
             let g = gy.mul(&cx.output(&self.y))?.mul(&log_a)?;
-            out[1] = Some(sum_to_shape(&g, self.b.shape())?);
+            out[1] = Some(g);
         }
         Ok(out)
     }
@@ -372,11 +369,11 @@ impl Backward for ExtremeBackward {
         })?;
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(&gy.mul(&wa)?, self.a.shape())?);
+            out[0] = Some(gy.mul(&wa)?);
         }
         if cx.needs_grad(1) {
             let wb = wa.neg().add_scalar(1.0);
-            out[1] = Some(sum_to_shape(&gy.mul(&wb)?, self.b.shape())?);
+            out[1] = Some(gy.mul(&wb)?);
         }
         Ok(out)
     }

@@ -6,7 +6,6 @@ use rayon::prelude::*;
 use smallvec::SmallVec;
 
 use super::binary::broadcast_map;
-use super::sum_to_shape;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
@@ -111,8 +110,8 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
         "elemental_binary"
     }
 
-    /// Per output element `(ga, gb) = backward(a, b, y, gy)` over the broadcast shape, then
-    /// `sum_to_shape` of each to its operand.
+    /// Per output element `(ga, gb) = backward(a, b, y, gy)` over the broadcast shape (the
+    /// engine sums each back to its operand's shape).
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused("elemental_binary")?;
         let shape = self.y.shape();
@@ -122,10 +121,10 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
         let (ga, gb) = map4_pair(a.packed(), b.packed(), y.packed(), g.packed(), &self.backward)?;
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(&Tensor::from_parts(ga, shape), self.a.shape())?);
+            out[0] = Some(Tensor::from_parts(ga, shape));
         }
         if cx.needs_grad(1) {
-            out[1] = Some(sum_to_shape(&Tensor::from_parts(gb, shape), self.b.shape())?);
+            out[1] = Some(Tensor::from_parts(gb, shape));
         }
         Ok(out)
     }

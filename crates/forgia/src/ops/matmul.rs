@@ -4,7 +4,6 @@
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
-use super::sum_to_shape;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -148,7 +147,7 @@ impl Backward for MatmulBackward {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
             let bt = cx.input(1, &self.b).transpose(-1, -2)?;
-            out[0] = Some(sum_to_shape(&gy.matmul_nd(&bt)?, self.a.shape())?);
+            out[0] = Some(gy.matmul_nd(&bt)?);
         }
         if cx.needs_grad(1) {
             let a = cx.input(0, &self.a);
@@ -158,7 +157,7 @@ impl Backward for MatmulBackward {
                 // transpose's own backward instead of as a strided view every reader must copy.
                 gy.transpose(-1, -2)?.matmul_nd(&a)?.transpose(-1, -2)?
             } else {
-                sum_to_shape(&a.transpose(-1, -2)?.matmul_nd(gy)?, self.b.shape())?
+                a.transpose(-1, -2)?.matmul_nd(gy)?
             });
         }
         Ok(out)

@@ -25,19 +25,3 @@ pub(crate) mod softmax;
 pub(crate) mod ste;
 pub(crate) mod unary;
 pub(crate) mod where_;
-
-use crate::autograd::Tensor;
-use crate::error::Result;
-
-/// Sums a broadcast gradient back to an operand's `shape`: the one helper every broadcasting
-/// op's backward uses. Differentiable (a sum over the stretched axes, then a reshape).
-pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    if g.shape() == shape {
-        return Ok(g.clone());
-    }
-    let extra = g.rank() - shape.len();
-    let axes: Vec<usize> =
-        (0..g.rank()).filter(|&i| i < extra || (shape[i - extra] == 1 && g.shape()[i] != 1)).collect();
-    let summed = if axes.is_empty() { g.clone() } else { g.sum(axes, true)? };
-    summed.reshape(shape)
-}

@@ -9,52 +9,9 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Array, Axes, Axis, Shape};
+use crate::tensor::{Axes, Axis, Shape};
 
-/// A reduction laid out for the kernels: the input packed as `[outer, red, inner]`.
-pub(crate) struct Plan {
-    /// Packed input (a copy only when the reduced axes were not one contiguous block).
-    pub(crate) data: Array,
-    pub(crate) outer: usize,
-    pub(crate) red: usize,
-    pub(crate) inner: usize,
-    /// The output shape with reduced axes kept as 1.
-    pub(crate) kept: Shape,
-    /// The output shape as requested (`kept`, or with reduced axes removed).
-    pub(crate) out: Shape,
-}
-
-impl Plan {
-    /// Plans reducing `axes` (sorted, distinct) of `x`.
-    ///
-    /// # Errors
-    /// `WorkLimitExceeded` / `OutOfMemory` when packing a broadcast input is too large.
-    pub(crate) fn new(x: &Array, axes: &[usize], keepdim: bool) -> Result<Plan> {
-        let shape = x.shape();
-        let kept: Shape = shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
-        let out: Shape = if keepdim {
-            kept.clone()
-        } else {
-            shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
-        };
-        let block = axes.windows(2).all(|w| w[1] == w[0] + 1);
-        let (data, outer, red, inner) = if axes.is_empty() {
-            (x.contiguous_data()?, numel(shape), 1, 1)
-        } else if block {
-            let (a, b) = (axes[0], axes[axes.len() - 1] + 1);
-            (x.contiguous_data()?, numel(&shape[..a]), numel(&shape[a..b]), numel(&shape[b..]))
-        } else {
-            // Kept axes first, reduced axes last, then pack.
-            let perm: Vec<usize> = (0..shape.len()).filter(|i| !axes.contains(i)).chain(axes.iter().copied()).collect();
-            let red: usize = axes.iter().map(|&a| shape[a]).product();
-            // The kept sizes' product, not numel / red: that is 0 when a reduced axis is empty.
-            let outer: usize = perm[..perm.len() - axes.len()].iter().map(|&a| shape[a]).product();
-            let t = x.with_layout(x.layout.permuted(&perm)).contiguous_data()?;
-            (t, outer, red, 1)
-        };
-        Ok(Plan { data, outer, red, inner, kept, out })
-    }
-}
+pub(crate) use crate::tensor::ReducePlan as Plan;
 
 impl Tensor {
     /// Sum over `axes` (an index, a name, or a list of them); `keepdim` keeps them as size 1.

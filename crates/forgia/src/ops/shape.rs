@@ -181,7 +181,7 @@ impl Tensor {
             return Ok(self.clone());
         }
         let out = view(self, self.layout.broadcast_to(shape));
-        Ok(attach(out, &[self], || ExpandBackward { in_shape: self.shape().into() }))
+        Ok(attach(out, &[self], || ExpandBackward))
     }
 
     /// Removes `axis`, which must have size 1. A view.
@@ -257,15 +257,15 @@ impl Backward for PermuteBackward {
     }
 }
 
-struct ExpandBackward {
-    in_shape: Shape,
-}
+/// Backward of `broadcast_to`: `gy` as it is, in the broadcast shape (the engine sums it back
+/// to the input's shape).
+struct ExpandBackward;
 impl Backward for ExpandBackward {
     fn name(&self) -> &'static str {
         "broadcast_to"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(super::sum_to_shape(gy, &self.in_shape)?), 1))
+        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
     }
 }
 

@@ -5,7 +5,6 @@
 use smallvec::SmallVec;
 
 use super::binary::broadcast_names;
-use super::sum_to_shape;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -62,7 +61,7 @@ impl Tensor {
     pub fn where_(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
         check_mask("where", mask)?;
         let out = select("where", mask, a, b)?;
-        Ok(attach(out, &[a, b], || WhereBackward { mask: mask.value(), shapes: [a.shape().into(), b.shape().into()] }))
+        Ok(attach(out, &[a, b], || WhereBackward { mask: mask.value() }))
     }
 
     /// `value` where `mask` is 1, `x` elsewhere. The 0/1 mask broadcasts to `x`'s shape.
@@ -84,16 +83,12 @@ impl Tensor {
         check_mask("masked_fill", mask)?;
         let fill = Tensor::scalar(value);
         let out = select("masked_fill", mask, &fill, self)?;
-        Ok(attach(out, &[&fill, self], || WhereBackward {
-            mask: mask.value(),
-            shapes: [fill.shape().into(), self.shape().into()],
-        }))
+        Ok(attach(out, &[&fill, self], || WhereBackward { mask: mask.value() }))
     }
 }
 
 struct WhereBackward {
     mask: Array,
-    shapes: [crate::tensor::Shape; 2],
 }
 
 impl Backward for WhereBackward {
@@ -105,10 +100,10 @@ impl Backward for WhereBackward {
         let mut out: Grads = SmallVec::from_elem(None, 2);
         let zero = Tensor::scalar(0.0);
         if cx.needs_grad(0) {
-            out[0] = Some(sum_to_shape(&Tensor::where_(&Tensor::from(&self.mask), gy, &zero)?, &self.shapes[0])?);
+            out[0] = Some(Tensor::where_(&Tensor::from(&self.mask), gy, &zero)?);
         }
         if cx.needs_grad(1) {
-            out[1] = Some(sum_to_shape(&Tensor::where_(&Tensor::from(&self.mask), &zero, gy)?, &self.shapes[1])?);
+            out[1] = Some(Tensor::where_(&Tensor::from(&self.mask), &zero, gy)?);
         }
         Ok(out)
     }
