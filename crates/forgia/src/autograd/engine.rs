@@ -288,8 +288,7 @@ fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &mut [Option<Te
         let (Some(p), Some(g)) = (p, g) else { continue };
         if g.shape() != &p.shape[..] && expandable(&p.shape, g.shape()) {
             *g = sum_to(g, &p.shape)?;
-        }
-        if g.shape() != &p.shape[..] {
+        } else if g.shape() != &p.shape[..] {
             return fail(ErrorKind::GradientShapeMismatch {
                 op,
                 operand: i,

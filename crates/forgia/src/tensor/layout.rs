@@ -13,11 +13,13 @@ pub(crate) type Strides = SmallVec<[isize; 4]>;
 
 /// Number of elements of a shape (1 for a scalar), for a shape already checked by
 /// [`Size::of`] (every layout's is): unchecked, exact under that invariant.
+#[inline]
 pub(crate) fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
 /// Row-major strides of a contiguous tensor of `shape`.
+#[inline]
 pub(crate) fn contiguous_strides(shape: &[usize]) -> Strides {
     let mut strides: Strides = SmallVec::from_elem(0, shape.len());
     let mut acc = 1isize;
@@ -38,20 +40,24 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// A row-major layout starting at element 0.
+    #[inline]
     pub(crate) fn contiguous(shape: &[usize]) -> Self {
         Layout { shape: shape.into(), strides: contiguous_strides(shape), offset: 0 }
     }
 
+    #[inline]
     pub(crate) fn rank(&self) -> usize {
         self.shape.len()
     }
 
+    #[inline]
     pub(crate) fn numel(&self) -> usize {
         numel(&self.shape)
     }
 
     /// True when the elements are row-major and packed (size-1 axes may have any stride). An
     /// empty layout is trivially packed, whatever its strides.
+    #[inline]
     pub(crate) fn is_contiguous(&self) -> bool {
         if self.numel() == 0 {
             return true; // nothing to address (and a 0 extent would break the stride walk)
@@ -72,6 +78,7 @@ impl Layout {
     /// The contiguous range of storage this layout covers, if it is contiguous.
     /// An empty layout gives `0..0`: its offset may point past the end of its storage (a view
     /// sliced empty at the end of several axes), and it reads nothing anyway.
+    #[inline]
     pub(crate) fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
         if self.numel() == 0 {
             return Some(0..0);
@@ -126,6 +133,9 @@ impl Layout {
 /// `ShapeMismatch` when they do not broadcast; `SizeOverflow` when the result's size does not
 /// fit (`[2^40, 1]` with `[1, 2^40]`).
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Shape> {
+    if a == b {
+        return Ok(a.into()); // an existing layout's shape: already checked
+    }
     let rank = a.len().max(b.len());
     let mut out: Shape = SmallVec::from_elem(0, rank);
     for i in 0..rank {

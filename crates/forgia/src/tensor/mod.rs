@@ -92,6 +92,7 @@ impl Array {
 
     /// The buffer behind this tensor: borrowed for constants and op results, the current
     /// snapshot for a variable.
+    #[inline]
     pub(crate) fn storage(&self) -> Cow<'_, Arc<Storage>> {
         match &self.data {
             Data::Value(storage) => Cow::Borrowed(storage),
@@ -101,6 +102,7 @@ impl Array {
 
     /// The whole buffer of a constant or op result, for kernels that address it through the
     /// layout (a variable's values are read through a snapshot: `detach` first).
+    #[inline]
     pub(crate) fn buffer_slice(&self) -> &[f32] {
         match &self.data {
             Data::Value(storage) => storage.as_slice(),
@@ -262,6 +264,13 @@ impl Array {
     /// # Panics
     /// Only when memory cannot hold a copy of the stored elements (like any `Vec`).
     pub(crate) fn map_stored(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Vec<f32>>) -> Array {
+        if !self.layout.strides.contains(&0) {
+            // Nothing is broadcast (the common case): map the elements as they are.
+            let data = self.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
+            let mut out = Array::from_parts(data, self.shape());
+            out.names = self.names.clone();
+            return out;
+        }
         let (src, repeats) = self.stored();
         let data = src.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
         let out = Array::from_parts(data, src.shape());
@@ -273,6 +282,7 @@ impl Array {
 
     /// The contiguous slice of a constant or op result known to be contiguous (a variable's
     /// values are read through a snapshot: `detach` or `contiguous_data` first).
+    #[inline]
     pub(crate) fn packed(&self) -> &[f32] {
         let r = self.layout.contiguous_range().expect("packed() needs a contiguous tensor");
         &self.buffer_slice()[r]

@@ -30,6 +30,7 @@ impl Size {
     /// # Errors
     /// `SizeOverflow` when its span (the product of its sizes, empty axes counted as 1)
     /// passes `isize::MAX`.
+    #[inline]
     pub(crate) fn of(op: &'static str, shape: &[usize]) -> Result<Size> {
         let mut span = 1usize;
         let mut numel = 1usize;

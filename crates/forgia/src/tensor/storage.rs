@@ -70,20 +70,35 @@ pub(crate) const DEFAULT_BUFFER_CACHE_BYTES: usize = 1 << 30;
 
 /// The one fallible allocation of a tensor-sized buffer: `n` zeros for op `op`.
 ///
-/// Uses `Vec::try_reserve_exact`, so a request the machine cannot satisfy is an error rather
-/// than a process abort. (A `vec![0.0; n]` would go through `calloc`, which may succeed lazily
-/// for sizes below RAM plus swap and fault later; reserving and then writing the zeros does not.)
+/// A zeroed allocation (`calloc` semantics, as `vec![0.0; n]` has, so large buffers come as
+/// fresh zero pages with no memset) whose failure is an error rather than a process abort.
+/// What the allocator grants is what Linux's overcommit policy grants: a request beyond it
+/// (such as 2^40 floats on this machine) is refused here; one below it that the machine later
+/// cannot back ends the process when the pages are touched, as for any program.
 ///
 /// # Errors
 /// `OutOfMemory { op, bytes }`.
 pub(crate) fn alloc(op: &'static str, n: usize) -> Result<Vec<f32>> {
-    let mut v = Vec::new();
     let bytes = Size::bytes(n);
-    if bytes.is_none_or(|b| b > isize::MAX as usize) || v.try_reserve_exact(n).is_err() {
+    let layout = match bytes.filter(|&b| b <= isize::MAX as usize) {
+        Some(_) => std::alloc::Layout::array::<f32>(n).ok(),
+        None => None,
+    };
+    let Some(layout) = layout else {
         return fail(ErrorKind::OutOfMemory { op, bytes: bytes.unwrap_or(usize::MAX) });
+    };
+    if n == 0 {
+        return Ok(Vec::new());
     }
-    v.resize(n, 0.0);
-    Ok(v)
+    // SAFETY: `layout` has a non-zero size (n > 0 floats), as `alloc_zeroed` requires.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<f32>();
+    if ptr.is_null() {
+        return fail(ErrorKind::OutOfMemory { op, bytes: layout.size() });
+    }
+    // SAFETY: `ptr` is non-null and was allocated by the global allocator with the layout of
+    // `[f32; n]`, which is the layout a `Vec<f32>` of capacity `n` frees with; all `n` elements
+    // are initialized (all-zero bytes are the f32 value 0.0), so length `n` is valid.
+    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
 }
 
 /// A buffer of `n` floats with unspecified (but initialized) values: a cached one when there
