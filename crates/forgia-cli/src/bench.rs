@@ -9,7 +9,7 @@ use forgia::Tensor;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W8); all when none is given.
+    /// Workloads to run (W1 … W8, W11); all when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
     #[arg(long)]
@@ -30,7 +30,7 @@ pub(crate) enum BenchError {
     Forgia(#[from] forgia::Error),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W11"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -50,6 +50,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W7" => w7_residual(args.reps, false)?,
             "W7CKPT" => w7_residual(args.reps, true)?,
             "W8" => w8_deep(args.reps)?,
+            "W11" => w11_add_chain(args.reps)?,
             _ => return Err(BenchError::Unknown(name.clone())),
         };
         println!("{line}");
@@ -166,6 +167,40 @@ fn w3_branches(reps: usize) -> Result<String, forgia::Error> {
     let ms = median_ms(reps, || step(false))?;
     let serial_ms = median_ms(reps, || step(true))?;
     Ok(line("W3", ms, &[("serial_ms", format!("{serial_ms:.3}"))]))
+}
+
+/// W11: 16 independent branches `y_i = tanh(x·W_i)·V_i` (`x` [64, 256] constant, `W_i`, `V_i`
+/// [256, 256] variables) whose sums are joined by a chain of adds, as users write
+/// `loss = a + b + c`; forward + backward, with the pool and with the serial option.
+fn w11_add_chain(reps: usize) -> Result<String, forgia::Error> {
+    let mut rng = forgia::Rng::new(11);
+    let x = Tensor::randn(&[64, 256], 0.0, 1.0, &mut rng)?;
+    let mut params = Vec::with_capacity(16);
+    for _ in 0..16 {
+        let w = Tensor::randn(&[256, 256], 0.0, 0.06, &mut rng)?.into_variable();
+        let v = Tensor::randn(&[256, 256], 0.0, 0.06, &mut rng)?.into_variable();
+        params.push((w, v));
+    }
+    let step = |serial: bool| -> Result<(), forgia::Error> {
+        let mut loss: Option<Tensor> = None;
+        for (w, v) in &params {
+            let y = x.matmul(w)?.tanh().matmul(v)?.sum_all();
+            loss = Some(match loss {
+                None => y,
+                Some(l) => l.add(&y)?,
+            });
+        }
+        let loss = loss.expect("sixteen branches");
+        loss.backward_with(None, forgia::BackwardOptions { serial, ..Default::default() })?;
+        params.iter().for_each(|(w, v)| {
+            w.zero_grad();
+            v.zero_grad();
+        });
+        Ok(())
+    };
+    let ms = median_ms(reps, || step(false))?;
+    let serial_ms = median_ms(reps, || step(true))?;
+    Ok(line("W11", ms, &[("serial_ms", format!("{serial_ms:.3}"))]))
 }
 
 fn line(name: &str, ms: f64, extra: &[(&str, String)]) -> String {

@@ -190,8 +190,12 @@ fn rollback(visited: &[Arc<Node>], pass_id: u64) {
     }
 }
 
-/// Fires ready nodes depth-first from `start`. With a scope, when a firing readies several
-/// heavy nodes, all but one are spawned on the pool and this thread keeps one.
+/// Fires ready nodes depth-first from `start`. With a scope, a ready heavy node (work at least
+/// [`ASYNC_WORK_THRESHOLD`]) goes to the pool whenever this thread has other ready work: the
+/// light nodes on its own stack as well as the other heavy nodes of the same firing. The
+/// thread keeps one heavy node only when it has nothing else to do, so parallelism does not
+/// depend on how the loss was joined (`concat`, `stack`, a chain of adds). A spawned node is
+/// ready (its counter drained), so no task ever waits for a gradient.
 fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
     let mut local = vec![start];
     while let Some(node) = local.pop() {
@@ -202,16 +206,19 @@ fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>)
         match fire(&node, pass) {
             Ok(ready) => match scope {
                 Some(scope) => {
-                    let heavy = ready.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).count();
-                    let mut to_spawn = heavy.saturating_sub(1);
+                    let mut heavy: SmallVec<[Arc<Node>; 4]> = SmallVec::new();
                     for next in ready {
-                        if to_spawn > 0 && next.work >= ASYNC_WORK_THRESHOLD {
-                            to_spawn -= 1;
-                            scope.spawn(move |s| drain(next, pass, Some(s)));
+                        if next.work >= ASYNC_WORK_THRESHOLD {
+                            heavy.push(next);
                         } else {
                             local.push(next);
                         }
                     }
+                    let keep = if local.is_empty() { heavy.pop() } else { None };
+                    for next in heavy {
+                        scope.spawn(move |s| drain(next, pass, Some(s)));
+                    }
+                    local.extend(keep);
                 }
                 None => local.extend(ready),
             },
