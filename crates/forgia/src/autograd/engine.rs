@@ -349,13 +349,18 @@ fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result
             return Ok(acc);
         }
     }
-    let data = crate::kernels::pointwise::zip_broadcast(
-        acc.storage().as_slice(),
-        &acc.layout,
-        g.storage().as_slice(),
-        &g.layout,
-        |a, b| a + b,
-    );
+    let data = crate::tensor::buffer("backward", acc.layout.numel()).map(|mut data| {
+        let (a, b) = (acc.storage(), g.storage());
+        crate::kernels::pointwise::zip_broadcast(
+            a.as_slice(),
+            &acc.layout,
+            b.as_slice(),
+            &g.layout,
+            &mut data,
+            |a, b| a + b,
+        );
+        data
+    });
     let value = match data {
         Ok(data) => Tensor::from_parts(data, acc.shape()),
         Err(e) => return Err(Box::new((acc, e))),

@@ -31,7 +31,8 @@ pub(super) fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
         return Ok(g.clone()); // same shape
     }
     let plan = ReducePlan::new(g, &axes, true)?;
-    let data = k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner)?;
+    let mut data = crate::tensor::zeroed("sum_to_shape", plan.outer * plan.inner)?;
+    k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
     let value = Tensor::from_parts(data, shape);
     Ok(attach(value, &[g], || SumTo { from: g.shape().into() }))
 }

@@ -7,12 +7,12 @@
 //! through [`Out`], either packed per block or heads-interleaved (`[B, S, H, W]` storage).
 //! Causal blocks skip the masked upper triangle. The products go through the register tiles
 //! of [`tile`] on CPUs with FMA and moderate heads, else through the `gemm` crate.
+//!
+//! Results go into buffers the caller allocated, and so does the per-thread scratch for the
+//! score tiles ([`AttnScratch`], sized by [`AttnGeom::parts`] and [`AttnGeom::scratch_len`]).
 
 mod tile;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::error::Result;
 use rayon::prelude::*;
 
 use self::tile::{matmul, Dest, Products, Tri};
@@ -35,6 +35,36 @@ pub(crate) struct AttnGeom {
     pub(crate) dv: usize,
     pub(crate) scale: f32,
     pub(crate) causal: bool,
+}
+
+impl AttnGeom {
+    /// Scratch floats of one chunk: two `Sq × Sk` tiles and one transposed `Sk × max(D, Dv)`
+    /// operand (saturating, so an impossible size fails the caller's allocation).
+    fn chunk_scratch(&self) -> usize {
+        let tile = self.sq.saturating_mul(self.sk);
+        tile.saturating_mul(2).saturating_add(self.sk.saturating_mul(self.d.max(self.dv)))
+    }
+    /// The slices of chunks (of `group` blocks each) a call runs in parallel, each with its own
+    /// scratch: one per worker thread when there are several chunks, else 1.
+    pub(crate) fn parts(&self, group: usize) -> usize {
+        let chunks = self.bh / group.max(1);
+        if chunks > 1 {
+            parallel::num_threads().min(chunks).max(1)
+        } else {
+            1
+        }
+    }
+    /// Floats of scratch for `parts` slices.
+    pub(crate) fn scratch_len(&self, parts: usize) -> usize {
+        parts.saturating_mul(self.chunk_scratch())
+    }
+}
+
+/// The scratch of one attention call: `parts` slices of chunks and a buffer of
+/// [`AttnGeom::scratch_len`] floats (any values) for them, allocated by the op.
+pub(crate) struct AttnScratch<'a> {
+    pub(crate) parts: usize,
+    pub(crate) buf: &'a mut [f32],
 }
 
 /// A `[B, H, S, W]` operand: block `(b, h)` starts at `offset + b·batch + h·head`, its rows are
@@ -230,7 +260,11 @@ fn softmax_row(row: &mut [f32], n: usize) -> f32 {
 
 /// `buf` cut into `n` equal chunks (empty ones when `buf` is empty).
 fn split(buf: &mut [f32], n: usize) -> Vec<&mut [f32]> {
-    let len = buf.len() / n.max(1);
+    split_len(buf, n, buf.len() / n.max(1))
+}
+
+/// The first `n` consecutive chunks of `len` floats of `buf`.
+fn split_len(buf: &mut [f32], n: usize, len: usize) -> Vec<&mut [f32]> {
     let mut rest = buf;
     (0..n)
         .map(|_| {
@@ -241,50 +275,45 @@ fn split(buf: &mut [f32], n: usize) -> Vec<&mut [f32]> {
         .collect()
 }
 
-/// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks, in parallel when there
-/// are several. `scratch` holds `2·Sq·Sk + Sk·max(D, Dv)` floats.
-///
-/// # Errors
-/// `OutOfMemory` when a scratch buffer cannot be allocated (its size is the caller's: the
-/// op checked `Sq·Sk` first).
-fn chunks<T: Send>(g: &AttnGeom, items: &mut [T], f: impl Fn(usize, &mut T, &mut [f32]) + Sync) -> Result<()> {
-    let scratch = 2 * g.sq * g.sk + g.sk * g.d.max(g.dv);
-    let new = || crate::tensor::Scratch::new("attention", scratch);
-    if items.len() > 1 {
-        // Relaxed: the pool's join publishes every task's store before `install` returns.
-        let failed = AtomicBool::new(false);
-        parallel::install(|| {
-            items.par_iter_mut().enumerate().for_each_init(
-                || new().ok(),
-                |s, (c, t)| match s {
-                    Some(s) => f(c, t, s),
-                    None => failed.store(true, Ordering::Relaxed),
-                },
-            )
-        });
-        if failed.load(Ordering::Relaxed) {
-            let bytes = crate::tensor::Size::bytes(scratch).unwrap_or(usize::MAX);
-            return crate::error::fail(crate::error::ErrorKind::OutOfMemory { op: "attention", bytes });
-        }
-    } else {
-        let mut s = new()?;
+/// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks: `scratch.parts`
+/// consecutive slices of them in parallel, each with its own `2·Sq·Sk + Sk·max(D, Dv)` floats.
+fn chunks<T: Send>(
+    g: &AttnGeom,
+    items: &mut [T],
+    scratch: AttnScratch<'_>,
+    f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
+) {
+    let parts = scratch.parts.max(1);
+    let mut bufs = split_len(scratch.buf, parts, g.chunk_scratch());
+    if parts == 1 || items.len() <= 1 {
         for (c, t) in items.iter_mut().enumerate() {
-            f(c, t, &mut s);
+            f(c, t, &mut *bufs[0]);
         }
+        return;
     }
-    Ok(())
+    let per = items.len().div_ceil(parts);
+    let work: Vec<_> = items.chunks_mut(per).zip(bufs.iter_mut()).enumerate().collect();
+    parallel::install(|| {
+        work.into_par_iter().for_each(|(p, (items, buf))| {
+            for (j, t) in items.iter_mut().enumerate() {
+                f(p * per + j, t, buf);
+            }
+        })
+    });
 }
 
-/// Forward: returns the output (`group` blocks per chunk laid out by `out`, `B·H·Sq·Dv` floats)
-/// and each row's log-sum-exp `[BH, Sq]` (`+inf` for a row that is masked out entirely; its
-/// output is zero).
+/// Forward into `y` (`group` blocks per chunk laid out by `out`, `B·H·Sq·Dv` floats) and
+/// `lse`, each row's log-sum-exp `[BH, Sq]` (`+inf` for a row that is masked out entirely;
+/// its output is zero). Every element of both is written.
 pub(crate) fn forward(
     g: &AttnGeom,
     qkv: (Heads<'_>, Heads<'_>, Heads<'_>),
     mask: Option<MaskRef<'_>>,
     out: (usize, Out),
-) -> Result<(Vec<f32>, Vec<f32>)> {
-    forward_by(products(g), g, qkv, mask, out)
+    (y, lse): (&mut [f32], &mut [f32]),
+    scratch: AttnScratch<'_>,
+) {
+    forward_by(products(g), g, qkv, mask, out, (y, lse), scratch)
 }
 
 /// [`forward`] with the products' kernel chosen by the caller.
@@ -294,15 +323,15 @@ fn forward_by(
     (q, k, v): (Heads<'_>, Heads<'_>, Heads<'_>),
     mask: Option<MaskRef<'_>>,
     (group, out): (usize, Out),
-) -> Result<(Vec<f32>, Vec<f32>)> {
-    let mut y = crate::tensor::buffer("attention", g.bh * g.sq * g.dv)?;
-    let mut lse = crate::tensor::buffer("attention", g.bh * g.sq)?;
+    (y, lse): (&mut [f32], &mut [f32]),
+    scratch: AttnScratch<'_>,
+) {
     if g.bh == 0 || g.sq == 0 {
-        return Ok((y, lse));
+        return;
     }
     let n = g.bh / group;
-    let mut items: Vec<(&mut [f32], &mut [f32])> = split(&mut y, n).into_iter().zip(split(&mut lse, n)).collect();
-    chunks(g, &mut items, |c, (y, l), scratch| {
+    let mut items: Vec<(&mut [f32], &mut [f32])> = split(y, n).into_iter().zip(split(lse, n)).collect();
+    chunks(g, &mut items, scratch, |c, (y, l), scratch| {
         simd::vectorized(
             #[inline(always)]
             || {
@@ -321,8 +350,7 @@ fn forward_by(
                 }
             },
         )
-    })?;
-    Ok((y, lse))
+    });
 }
 
 /// Gradients of one attention call, each laid out like the forward output (`group` blocks
@@ -347,8 +375,9 @@ pub(crate) fn backward(
     saved: (Heads<'_>, &[f32], Heads<'_>),
     mask: Option<MaskRef<'_>>,
     grads: AttnGrads<'_>,
-) -> Result<()> {
-    backward_by(products(g), g, qkv, saved, mask, grads)
+    scratch: AttnScratch<'_>,
+) {
+    backward_by(products(g), g, qkv, saved, mask, grads, scratch)
 }
 
 /// [`backward`] with the products' kernel chosen by the caller.
@@ -359,16 +388,17 @@ fn backward_by(
     (o, lse, go): (Heads<'_>, &[f32], Heads<'_>),
     mask: Option<MaskRef<'_>>,
     grads: AttnGrads<'_>,
-) -> Result<()> {
+    scratch: AttnScratch<'_>,
+) {
     let (sq, sk, group) = (g.sq, g.sk, grads.group);
     if g.bh == 0 {
-        return Ok(());
+        return;
     }
     if sq == 0 {
         // No query sees a key: dk and dv are sums over nothing.
         grads.dk.fill(0.0);
         grads.dv.fill(0.0);
-        return Ok(());
+        return;
     }
     let n = g.bh / group;
     let ds_chunks: Vec<Option<&mut [f32]>> = match grads.ds {
@@ -378,7 +408,7 @@ fn backward_by(
     let mut items: Vec<_> =
         split(grads.dq, n).into_iter().zip(split(grads.dk, n)).zip(split(grads.dv, n)).zip(ds_chunks).collect();
     let [lq, lk, lv] = grads.layouts;
-    chunks(g, &mut items, |c, (((dq, dk), dv), ds_out), scratch| {
+    chunks(g, &mut items, scratch, |c, (((dq, dk), dv), ds_out), scratch| {
         simd::vectorized(
             #[inline(always)]
             || {
@@ -463,18 +493,25 @@ mod tests {
             let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * h * d, 2), data(b * sk * h * dv, 3));
             let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, h, d)), interleaved(&vd, (sk, h, dv)));
             let out = (h, Out { head: dv, row: h * dv });
-            let (y1, l1) = forward_by(Products::Tiles, &g, qkv, None, out).unwrap();
-            let (y2, l2) = forward_by(Products::Gemm, &g, qkv, None, out).unwrap();
+            let parts = g.parts(h);
+            let mut scratch = vec![0.0; g.scratch_len(parts)];
+            let fwd = |how, scratch: &mut [f32]| {
+                let (mut y, mut l) = (vec![0.0; b * h * sq * dv], vec![0.0; b * h * sq]);
+                forward_by(how, &g, qkv, None, out, (&mut y, &mut l), AttnScratch { parts, buf: scratch });
+                (y, l)
+            };
+            let (y1, l1) = fwd(Products::Tiles, &mut scratch);
+            let (y2, l2) = fwd(Products::Gemm, &mut scratch);
             close(&y1, &y2, "output");
             close(&l1, &l2, "lse");
             let god = data(y1.len(), 4);
             let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));
-            let run = |how| {
+            let mut run = |how| {
                 let (mut dq, mut dk, mut dvv) = (vec![0.0; qd.len()], vec![0.0; kd.len()], vec![0.0; vd.len()]);
                 let layouts =
                     [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }];
                 let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dvv, ds: None, group: h, layouts };
-                backward_by(how, &g, qkv, saved, None, grads).unwrap();
+                backward_by(how, &g, qkv, saved, None, grads, AttnScratch { parts, buf: &mut scratch });
                 [dq, dk, dvv]
             };
             for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {

@@ -2,10 +2,11 @@
 //! an "image" side `[N, C, H, W]` and a "columns" side `[N, O, OH, OW]` with a weight
 //! `[O, C/groups, kh, kw]`: conv2d maps image → columns, conv_transpose2d maps columns → image
 //! with the same three batch kernels (`forward`, `backward_data`, `backward_weight`).
+//!
+//! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
+//! the batch is cut into [`ConvGeom::parts`] slices that run in parallel, each with its own
+//! column matrix (and, for the weight gradient, its own partial sum).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::error::Result;
 use rayon::prelude::*;
 
 use super::gemm::{gemm, MatRef};
@@ -63,6 +64,37 @@ impl ConvGeom {
     fn parallel(&self) -> bool {
         self.n > 1 && self.macs() >= parallel::PARALLEL_GEMM_WORK
     }
+    /// One sample's column matrix `[C·kh·kw, OH·OW]` (none for a pointwise convolution).
+    fn unfold_len(&self) -> usize {
+        if self.is_pointwise() {
+            0
+        } else {
+            self.c.saturating_mul(self.k.0 * self.k.1).saturating_mul(self.ohw())
+        }
+    }
+    /// The batch slices a call runs in parallel: one per worker thread for a big
+    /// convolution, else 1.
+    pub(crate) fn parts(&self) -> usize {
+        if self.parallel() {
+            parallel::num_threads().min(self.n).max(1)
+        } else {
+            1
+        }
+    }
+    /// Floats of scratch for `parts` slices: a column matrix each, plus, for the weight
+    /// gradient (`weight`), a partial sum `[O, C/groups, kh, kw]` for every slice after the
+    /// first. Saturates, so an impossible size fails the caller's allocation.
+    pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
+        let partials = if weight { (parts - 1).saturating_mul(self.o * self.kg()) } else { 0 };
+        parts.saturating_mul(self.unfold_len()).saturating_add(partials)
+    }
+}
+
+/// The scratch of one convolution call: `parts` slices of the batch and a zeroed buffer of
+/// [`ConvGeom::scratch_len`] floats for them, allocated by the op.
+pub(crate) struct ConvScratch<'a> {
+    pub(crate) parts: usize,
+    pub(crate) buf: &'a mut [f32],
 }
 
 /// Output positions `lo..hi` whose input index `o * stride + shift` falls inside `0..len`.
@@ -145,44 +177,49 @@ fn transposed(data: &[f32], offset: usize, row_stride: usize) -> MatRef<'_> {
     MatRef { data, offset, row_stride: 1, col_stride: row_stride as isize }
 }
 
-/// Runs `f(sample, scratch)` over the batch, in parallel for big convolutions.
+/// `buf` cut into `n` consecutive chunks of `len` (empty ones when `len` is 0).
+fn split(buf: &mut [f32], n: usize, len: usize) -> Vec<&mut [f32]> {
+    let mut rest = buf;
+    (0..n)
+        .map(|_| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            head
+        })
+        .collect()
+}
+
+/// Runs `f(sample, item, column scratch)` over the batch: `scratch.parts` consecutive slices
+/// of it in parallel, each with its own column matrix.
 fn per_sample<T: Send>(
     g: &ConvGeom,
     items: &mut [T],
-    scratch_len: usize,
-    f: impl Fn(usize, &mut T, &mut Vec<f32>) + Sync,
-) -> Result<()> {
-    let new = || crate::tensor::alloc("conv2d", scratch_len);
-    if g.parallel() {
-        // Relaxed: the pool's join publishes every task's store before `install` returns.
-        let failed = AtomicBool::new(false);
-        parallel::install(|| {
-            items.par_iter_mut().enumerate().for_each_init(
-                || new().ok(),
-                |s, (i, t)| match s {
-                    Some(s) => f(i, t, s),
-                    None => failed.store(true, Ordering::Relaxed),
-                },
-            )
-        });
-        if failed.load(Ordering::Relaxed) {
-            let bytes = crate::tensor::Size::bytes(scratch_len).unwrap_or(usize::MAX);
-            return crate::error::fail(crate::error::ErrorKind::OutOfMemory { op: "conv2d", bytes });
-        }
-    } else {
-        let mut s = new()?;
+    scratch: ConvScratch<'_>,
+    f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
+) {
+    let (unfold, parts) = (g.unfold_len(), scratch.parts.max(1));
+    let mut cols = split(scratch.buf, parts, unfold);
+    if parts == 1 || items.len() <= 1 {
         for (i, t) in items.iter_mut().enumerate() {
-            f(i, t, &mut s);
+            f(i, t, &mut *cols[0]);
         }
+        return;
     }
-    Ok(())
+    let per = items.len().div_ceil(parts);
+    let work: Vec<_> = items.chunks_mut(per).zip(cols.iter_mut()).enumerate().collect();
+    parallel::install(|| {
+        work.into_par_iter().for_each(|(p, (items, cols))| {
+            for (j, t) in items.iter_mut().enumerate() {
+                f(p * per + j, t, cols);
+            }
+        })
+    });
 }
 
 /// Image → columns: `y[n] = W · im2col(x[n])` per group. `x` is `[N, C, H, W]`, `w` is
 /// `[O, C/groups, kh, kw]`, `y` is `[N, O, OH, OW]` (overwritten).
-pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32]) -> Result<()> {
+pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il) = (g.og(), g.kg(), g.ohw(), g.image_len());
-    let scratch = if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw };
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     per_sample(g, &mut outs, scratch, |n, yn, cols| {
         let xn = &x[n * il..(n + 1) * il];
@@ -201,9 +238,8 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32]) -> Resu
 
 /// Columns → image: `x[n] = col2im(Wᵀ · y[n])` per group (the input gradient of conv2d, the
 /// forward of conv_transpose2d). `x` is overwritten.
-pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32]) -> Result<()> {
+pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, cl) = (g.og(), g.kg(), g.ohw(), g.cols_len());
-    let scratch = if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw };
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
         let yn = &y[n * cl..(n + 1) * cl];
@@ -219,23 +255,23 @@ pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32]) -
     })
 }
 
-/// The weight gradient `gw = Σ_n y[n] · im2col(x[n])ᵀ` per group, `[O, C/groups, kh, kw]`.
-/// The batch is split into one slice per thread, each accumulating its own partial sum.
-pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32]) -> Result<Vec<f32>> {
+/// The weight gradient `gw = Σ_n y[n] · im2col(x[n])ᵀ` per group, `[O, C/groups, kh, kw]`,
+/// into the zeroed `gw`. The batch is split into `scratch.parts` slices, each accumulating its
+/// own partial sum (the first into `gw`, the others into the zeroed scratch), then added in
+/// slice order.
+pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
-    let wlen = g.o * kg;
-    let parts = if g.parallel() { parallel::num_threads().min(g.n).max(1) } else { 1 };
+    let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(), scratch.parts.max(1));
     let per = g.n.div_ceil(parts);
-    let partial = |p: usize| -> Result<Vec<f32>> {
-        let mut gw = crate::tensor::zeroed("conv2d", wlen)?;
-        let mut cols = crate::tensor::zeroed("conv2d", if g.is_pointwise() { 0 } else { g.c * g.k.0 * g.k.1 * ohw })?;
+    let (cols, sums) = scratch.buf.split_at_mut(parts * unfold);
+    let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
         for n in p * per..((p + 1) * per).min(g.n) {
             let xn = &x[n * il..(n + 1) * il];
             let src: &[f32] = if g.is_pointwise() {
                 xn
             } else {
-                im2col(g, xn, &mut cols);
-                &cols
+                im2col(g, xn, cols);
+                cols
             };
             let yn = &y[n * cl..(n + 1) * cl];
             for grp in 0..g.groups {
@@ -244,19 +280,21 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32]) -> Result<Vec<
                 gemm(og, kg, ohw, a, transposed(src, grp * kg * ohw, ohw), c, n > p * per, 1.0);
             }
         }
-        Ok(gw)
     };
+    let mut cols = split(cols, parts, unfold);
     if parts == 1 {
-        return partial(0);
+        return partial(0, gw, &mut *cols[0]);
     }
-    let partials: Vec<Vec<f32>> = parallel::install(|| (0..parts).into_par_iter().map(partial).collect::<Result<_>>())?;
-    let mut out = partials[0].clone();
-    for p in &partials[1..] {
-        for (o, v) in out.iter_mut().zip(p) {
+    let mut outs: Vec<&mut [f32]> = std::iter::once(gw).chain(split(sums, parts - 1, wlen)).collect();
+    parallel::install(|| {
+        outs.par_iter_mut().zip(cols.par_iter_mut()).enumerate().for_each(|(p, (gw, cols))| partial(p, gw, cols))
+    });
+    let (out, rest) = outs.split_first_mut().expect("parts > 1");
+    for p in rest.iter() {
+        for (o, v) in out.iter_mut().zip(p.iter()) {
             *o += v;
         }
     }
-    Ok(out)
 }
 
 /// Adds `b[ch]` to every element of channel `ch` of `[N, C, S]`.
@@ -270,13 +308,13 @@ pub(crate) fn add_channel_bias(y: &mut [f32], b: &[f32], spatial: usize) {
     }
 }
 
-/// The per-channel sum of `[N, C, S]`: the bias gradient.
-pub(crate) fn channel_sum(y: &[f32], c: usize, spatial: usize) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::zeroed("conv2d", c)?;
+/// The per-channel sum of `[N, C, S]` (`C = out.len()`), added into the zeroed `out`: the
+/// bias gradient.
+pub(crate) fn channel_sum(y: &[f32], spatial: usize, out: &mut [f32]) {
+    let c = out.len();
     for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
         out[i % c] += plane.iter().sum::<f32>();
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -301,12 +339,50 @@ mod tests {
         };
         let x: Vec<f32> = (0..g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
         let y: Vec<f32> = (0..g.c * 6 * g.ohw()).map(|i| (i % 5) as f32 - 2.0).collect();
-        let mut cols = crate::tensor::zeroed("test", y.len()).unwrap();
+        let mut cols = vec![0.0; y.len()];
         im2col(&g, &x, &mut cols);
-        let mut back = crate::tensor::zeroed("test", x.len()).unwrap();
+        let mut back = vec![0.0; x.len()];
         col2im(&g, &y, &mut back);
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
         assert_eq!(lhs, rhs);
+    }
+
+    #[test]
+    fn splitting_the_batch_changes_no_sample_and_the_weight_gradient_sums_every_slice() {
+        let g = ConvGeom {
+            n: 5,
+            c: 2,
+            h: 4,
+            w: 5,
+            o: 3,
+            oh: 4,
+            ow: 5,
+            k: (3, 3),
+            stride: (1, 1),
+            pad: (1, 1),
+            dil: (1, 1),
+            groups: 1,
+        };
+        let x: Vec<f32> = (0..g.n * g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..g.o * g.kg()).map(|i| (i % 5) as f32 - 2.0).collect();
+        let run = |parts: usize| {
+            let mut y = vec![0.0; g.n * g.cols_len()];
+            let mut buf = vec![0.0; g.scratch_len(parts, false)];
+            forward(&g, &x, &w, &mut y, ConvScratch { parts, buf: &mut buf });
+            let mut gx = vec![0.0; x.len()];
+            backward_data(&g, &y, &w, &mut gx, ConvScratch { parts, buf: &mut buf });
+            let mut gw = vec![0.0; w.len()];
+            let mut buf = vec![0.0; g.scratch_len(parts, true)];
+            backward_weight(&g, &x, &y, &mut gw, ConvScratch { parts, buf: &mut buf });
+            (y, gx, gw)
+        };
+        let (y1, gx1, gw1) = run(1);
+        for parts in [2, 3, 5] {
+            let (y, gx, gw) = run(parts);
+            assert_eq!((&y, &gx), (&y1, &gx1), "{parts} slices");
+            // Small integers: every partial sum is exact, so the order of the slices is too.
+            assert_eq!(gw, gw1, "{parts} slices");
+        }
     }
 }

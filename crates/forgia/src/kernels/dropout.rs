@@ -1,7 +1,6 @@
 //! The dropout mask as a pure function of (seed, element index): nothing is stored, the
 //! backward regenerates it.
 
-use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
@@ -15,10 +14,10 @@ pub(crate) fn keep(seed: u64, index: u64, p: f32) -> bool {
     (h >> 40) as f32 * (1.0 / (1u64 << 24) as f32) >= p
 }
 
-/// `out[i] = x[i] · scale` where element `i` is kept, else 0 (`x = None` gives the mask
-/// itself, `scale` or 0).
-pub(crate) fn apply(x: Option<&[f32]>, len: usize, seed: u64, p: f32, scale: f32) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::zeroed("dropout", len)?;
+/// `out[i] = x[i] · scale` where element `i` is kept (`x = None` gives the mask itself,
+/// `scale`); dropped elements are left as they are, so the caller hands a zeroed `out`.
+pub(crate) fn apply(x: Option<&[f32]>, seed: u64, p: f32, scale: f32, out: &mut [f32]) {
+    let len = out.len();
     let body = |start: usize, o: &mut [f32]| {
         for (j, o) in o.iter_mut().enumerate() {
             let i = start + j;
@@ -32,7 +31,6 @@ pub(crate) fn apply(x: Option<&[f32]>, len: usize, seed: u64, p: f32, scale: f32
             out.par_chunks_mut(CHUNK_ELEMENTS).enumerate().for_each(|(c, o)| body(c * CHUNK_ELEMENTS, o))
         });
     } else {
-        body(0, &mut out);
+        body(0, out);
     }
-    Ok(out)
 }

@@ -2,8 +2,12 @@
 //! `chunk` elements and chunk `i` belongs to set `i % count`. A layer-norm row is one chunk
 //! (`count` = rows), a group-norm group is one chunk per sample, and a batch-norm channel is
 //! every `C`-th plane. Statistics accumulate in f64; chunks run in parallel when large.
+//!
+//! Every result goes into a buffer the caller allocated (element-sized ones, per-set
+//! statistics and parameter gradients alike). The f64 accumulators kept here (one per chunk,
+//! per set, or per row and task of [`Rows::backward`]) are no larger than a small multiple of
+//! the input the caller already holds, and are taken as plain `Vec`s.
 
-use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
@@ -55,8 +59,9 @@ fn fill(s: &Sets, out: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync) {
     }
 }
 
-/// Per-set mean (zero for RMS) and biased variance (mean square for RMS).
-pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool) -> (Vec<f32>, Vec<f32>) {
+/// Per-set mean (zero for RMS) and biased variance (mean square for RMS) into `mean_out` and
+/// `var_out` (`count` each).
+pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool, (mean_out, var_out): (&mut [f32], &mut [f32])) {
     let n = s.per_set().max(1) as f64;
     let chunk = |i: usize| &x[i * s.chunk..(i + 1) * s.chunk];
     let mean: Vec<f64> = if rms {
@@ -68,24 +73,23 @@ pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool) -> (Vec<f32>, Vec<f32>) {
         let m = mean[i % s.count];
         chunk(i).iter().map(|&v| (v as f64 - m).powi(2)).sum()
     });
-    (mean.into_iter().map(|v| v as f32).collect(), var.into_iter().map(|v| (v / n) as f32).collect())
+    mean_out.iter_mut().zip(mean).for_each(|(o, v)| *o = v as f32);
+    var_out.iter_mut().zip(var).for_each(|(o, v)| *o = (v / n) as f32);
 }
 
-/// `xhat = (x - mean[set]) * rstd[set]`.
-pub(crate) fn normalize(s: &Sets, x: &[f32], mean: &[f32], rstd: &[f32]) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::buffer("norm", s.len)?;
-    fill(s, &mut out, |i, o| {
+/// `xhat = (x - mean[set]) * rstd[set]` into `out` (`s.len`, every element written).
+pub(crate) fn normalize(s: &Sets, x: &[f32], (mean, rstd): (&[f32], &[f32]), out: &mut [f32]) {
+    fill(s, out, |i, o| {
         let (m, r) = (mean[i % s.count], rstd[i % s.count]);
         for (o, &v) in o.iter_mut().zip(&x[i * s.chunk..(i + 1) * s.chunk]) {
             *o = (v - m) * r;
         }
     });
-    Ok(out)
 }
 
-/// The input gradient of a normalization given `g = gy · weight`:
+/// The input gradient of a normalization given `g = gy · weight`, into `gx` (`s.len`):
 /// `gx = rstd · (g - mean(g) - xhat · mean(g · xhat))` (without the `mean(g)` term for RMS).
-pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32], rms: bool) -> Result<Vec<f32>> {
+pub(crate) fn backward(s: &Sets, (x, g): (&[f32], &[f32]), (mean, rstd): (&[f32], &[f32]), rms: bool, gx: &mut [f32]) {
     let n = s.per_set().max(1) as f64;
     let range = |i: usize| i * s.chunk..(i + 1) * s.chunk;
     let mg: Vec<f64> = if rms {
@@ -100,15 +104,13 @@ pub(crate) fn backward(s: &Sets, x: &[f32], g: &[f32], mean: &[f32], rstd: &[f32
     .into_iter()
     .map(|v| v / n)
     .collect();
-    let mut gx = crate::tensor::buffer("norm", s.len)?;
-    fill(s, &mut gx, |i, o| {
+    fill(s, gx, |i, o| {
         let k = i % s.count;
         let (m, r, a, b) = (mean[k], rstd[k], mg[k] as f32, mgx[k] as f32);
         for ((o, &g), &x) in o.iter_mut().zip(&g[range(i)]).zip(&x[range(i)]) {
             *o = r * (g - a - (x - m) * r * b);
         }
     });
-    Ok(gx)
 }
 
 /// `y = y * w[p] + b[p]` where element `e` uses parameter `p = (e / inner) % w.len()`.
@@ -153,9 +155,10 @@ fn affine_block(block: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner: 
     }
 }
 
-/// `out[p] = Σ v[e]` over elements with parameter `p = (e / inner) % count`.
-pub(crate) fn param_sums(v: &[f32], inner: usize, count: usize) -> Vec<f32> {
-    let inner = inner.max(1);
+/// `out[p] = Σ v[e]` over elements with parameter `p = (e / inner) % count`, `count =
+/// out.len()`.
+pub(crate) fn param_sums(v: &[f32], inner: usize, out: &mut [f32]) {
+    let (inner, count) = (inner.max(1), out.len());
     let mut acc = vec![0.0f64; count];
     for block in v.chunks(inner * count) {
         if inner == 1 {
@@ -168,7 +171,7 @@ pub(crate) fn param_sums(v: &[f32], inner: usize, count: usize) -> Vec<f32> {
             }
         }
     }
-    acc.into_iter().map(|x| x as f32).collect()
+    out.iter_mut().zip(acc).for_each(|(o, a)| *o = a as f32);
 }
 
 /// Row-wise normalization (layer and RMS norm): every chunk of `d` elements is its own set and
@@ -224,22 +227,29 @@ fn row_sum(row: &[f32]) -> f64 {
     lane_sum(row, row, |v, _| v as f64)
 }
 
-/// The gradients [`Rows::backward`] was asked for.
-pub(crate) struct RowGrads {
-    pub(crate) x: Option<Vec<f32>>,
-    pub(crate) weight: Option<Vec<f32>>,
-    pub(crate) bias: Option<Vec<f32>>,
+/// The outputs of [`Rows::forward`], each written in full: `y` like `x`, and per row
+/// `mean`, `rstd` and `var`.
+pub(crate) struct RowStats<'a> {
+    pub(crate) y: &'a mut [f32],
+    pub(crate) mean: &'a mut [f32],
+    pub(crate) rstd: &'a mut [f32],
+    pub(crate) var: &'a mut [f32],
+}
+
+/// Where [`Rows::backward`] writes the gradients it is asked for (those that are `Some`):
+/// `x` like the input, `weight` and `bias` of `d` elements; each is written in full.
+pub(crate) struct RowGrads<'a> {
+    pub(crate) x: Option<&'a mut [f32]>,
+    pub(crate) weight: Option<&'a mut [f32]>,
+    pub(crate) bias: Option<&'a mut [f32]>,
 }
 
 impl Rows<'_> {
     /// `y = x̂ · w + b` per row, with the per-row mean (0 for RMS), rstd `1/√(var + eps)`
     /// and biased variance.
-    #[allow(clippy::type_complexity)] // (y, mean, rstd, var), as before it became fallible
-    pub(crate) fn forward(&self, x: &[f32], eps: f32) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>)> {
+    pub(crate) fn forward(&self, x: &[f32], eps: f32, out: RowStats<'_>) {
         let d = self.d.max(1);
-        let rows = x.len() / d;
-        let mut y = crate::tensor::buffer("norm", x.len())?;
-        let (mut mean, mut rstd, mut var) = (vec![0.0f32; rows], vec![0.0f32; rows], vec![0.0f32; rows]);
+        let RowStats { y, mean, rstd, var } = out;
         let per = rows_per_task(d);
         let items: Vec<_> = y
             .chunks_mut(per * d)
@@ -265,7 +275,6 @@ impl Rows<'_> {
                 },
             )
         });
-        Ok((y, mean, rstd, var))
     }
 
     /// One row of the input gradient: `g = gy · w` into the scratch `g`, then
@@ -287,19 +296,16 @@ impl Rows<'_> {
     /// Gradients from the saved input and per-row statistics, each only when asked for:
     /// with `g = gy · w`, `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` (no `mean(g)` term
     /// for RMS), `gw = Σ_rows gy · x̂` and `gb = Σ_rows gy`.
-    pub(crate) fn backward(
-        &self,
-        (x, gy): (&[f32], &[f32]),
-        (mean, rstd): (&[f32], &[f32]),
-        (need_x, need_w, need_b): (bool, bool, bool),
-    ) -> Result<RowGrads> {
+    pub(crate) fn backward(&self, (x, gy): (&[f32], &[f32]), (mean, rstd): (&[f32], &[f32]), out: RowGrads<'_>) {
         let d = self.d.max(1);
         let rows = x.len() / d;
-        let mut gx = if need_x { crate::tensor::buffer("norm", x.len())? } else { Vec::new() };
+        let (need_w, need_b) = (out.weight.is_some(), out.bias.is_some());
         let per = rows_per_task(d);
         let tasks = rows.div_ceil(per);
-        let gx_chunks: Vec<Option<&mut [f32]>> =
-            if need_x { gx.chunks_mut(per * d).map(Some).collect() } else { (0..tasks).map(|_| None).collect() };
+        let gx_chunks: Vec<Option<&mut [f32]>> = match out.x {
+            Some(gx) => gx.chunks_mut(per * d).map(Some).collect(),
+            None => (0..tasks).map(|_| None).collect(),
+        };
         let items: Vec<_> = gx_chunks.into_iter().enumerate().collect();
         let partials = for_rows(x.len(), items, |(t, gx)| {
             super::simd::vectorized(
@@ -333,13 +339,18 @@ impl Rows<'_> {
                 },
             )
         });
-        let combine = |which: usize| {
+        let combine = |which: usize, out: &mut [f32]| {
             let mut total = vec![0.0f64; d];
             for p in &partials {
                 total.iter_mut().zip(&p[which]).for_each(|(t, &v)| *t += v);
             }
-            total.into_iter().map(|v| v as f32).collect::<Vec<f32>>()
+            out.iter_mut().zip(total).for_each(|(o, v)| *o = v as f32);
         };
-        Ok(RowGrads { x: need_x.then_some(gx), weight: need_w.then(|| combine(0)), bias: need_b.then(|| combine(1)) })
+        if let Some(gw) = out.weight {
+            combine(0, gw);
+        }
+        if let Some(gb) = out.bias {
+            combine(1, gb);
+        }
     }
 }

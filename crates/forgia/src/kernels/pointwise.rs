@@ -1,8 +1,8 @@
 //! Elementwise kernels: unary maps and binary maps with NumPy broadcasting. A contiguous fast
 //! path, and rayon chunking above `PARALLEL_ELEMENTS`. Every loop runs through
-//! [`vectorized`], so callers' per-element closures should be `#[inline(always)]`.
+//! [`vectorized`], so callers' per-element closures should be `#[inline(always)]`. Every map
+//! writes into an `out` of the output's length that the caller allocated.
 
-use crate::error::Result;
 use rayon::prelude::*;
 
 use super::simd::vectorized;
@@ -10,15 +10,8 @@ use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 use crate::tensor::layout::offset_of;
 use crate::tensor::Layout;
 
-/// `out[i] = f(x[i])` over a packed slice.
-pub(crate) fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::buffer("pointwise", x.len())?;
-    map_into(x, &mut out, f);
-    Ok(out)
-}
-
-/// `out[i] = f(x[i])` into an existing buffer of the same length.
-pub(crate) fn map_into(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync) {
+/// `out[i] = f(x[i])` over a packed slice, into `out` of the same length.
+pub(crate) fn map(x: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32 + Sync) {
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             out.par_chunks_mut(CHUNK_ELEMENTS).zip(x.par_chunks(CHUNK_ELEMENTS)).for_each(|(o, x)| map_chunk(x, o, &f))
@@ -52,10 +45,9 @@ fn zip_chunk(a: &[f32], b: &[f32], out: &mut [f32], f: &impl Fn(f32, f32) -> f32
     )
 }
 
-/// `out[i] = f(a[i], b[i])` over two packed slices of equal length.
-pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
+/// `out[i] = f(a[i], b[i])` over two packed slices of equal length (and `out` of it).
+pub(crate) fn zip(a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32 + Sync) {
     debug_assert_eq!(a.len(), b.len());
-    let mut out = crate::tensor::buffer("pointwise", a.len())?;
     if a.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             out.par_chunks_mut(CHUNK_ELEMENTS)
@@ -63,14 +55,12 @@ pub(crate) fn zip(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32 + Sync) -> R
                 .for_each(|(o, (a, b))| zip_chunk(a, b, o, &f))
         });
     } else {
-        zip_chunk(a, b, &mut out, &f);
+        zip_chunk(a, b, out, &f);
     }
-    Ok(out)
 }
 
-/// `out[i] = f(a[i], b[i], c[i])` over three packed slices of equal length.
-pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) -> f32 + Sync) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::buffer("pointwise", a.len())?;
+/// `out[i] = f(a[i], b[i], c[i])` over three packed slices of equal length (and `out` of it).
+pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32], f: impl Fn(f32, f32, f32) -> f32 + Sync) {
     let body = |o: &mut [f32], a: &[f32], b: &[f32], c: &[f32]| {
         vectorized(
             #[inline(always)]
@@ -90,31 +80,31 @@ pub(crate) fn zip3(a: &[f32], b: &[f32], c: &[f32], f: impl Fn(f32, f32, f32) ->
             })
         });
     } else {
-        body(&mut out, a, b, c);
+        body(out, a, b, c);
     }
-    Ok(out)
 }
 
-/// `f(a, b)` where `a` and `b` are layouts already broadcast to the same output shape.
+/// `out = f(a, b)` where `a` and `b` are layouts already broadcast to the same output shape
+/// (`out` is packed, of that shape's element count).
 pub(crate) fn zip_broadcast(
     a: &[f32],
     la: &Layout,
     b: &[f32],
     lb: &Layout,
+    out: &mut [f32],
     f: impl Fn(f32, f32) -> f32 + Sync,
-) -> Result<Vec<f32>> {
+) {
     let n = la.numel();
     if let (Some(ra), Some(rb)) = (la.contiguous_range(), lb.contiguous_range()) {
-        return zip(&a[ra], &b[rb], f);
+        return zip(&a[ra], &b[rb], out, f);
     }
-    let mut out = crate::tensor::buffer("pointwise", n)?;
     let rank = la.rank();
     if n == 0 {
-        return Ok(out);
+        return;
     }
     if rank == 0 {
         out[0] = f(a[la.offset], b[lb.offset]);
-        return Ok(out);
+        return;
     }
     let inner = la.shape[rank - 1];
     let rows = |first_row: usize, chunk: &mut [f32]| {
@@ -131,9 +121,8 @@ pub(crate) fn zip_broadcast(
                 .for_each(|(c, chunk)| rows(c * rows_per_chunk, chunk))
         });
     } else if inner > 0 {
-        rows(0, &mut out);
+        rows(0, out);
     }
-    Ok(out)
 }
 
 /// Rows `first_row..` of a broadcast binary map into `chunk` (whole rows of the last axis).

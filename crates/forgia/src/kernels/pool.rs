@@ -1,7 +1,8 @@
 //! 2-D pooling over planes `[P, H, W]` (`P = N·C`): max (with argmax indices for the
 //! backward) and average (divisor kh·kw, padding counted). Parallel over planes when large.
+//! Results go into zeroed buffers the caller allocated: `[P, OH, OW]` forward, `[P, H, W]`
+//! backward.
 
-use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
@@ -32,21 +33,21 @@ impl PoolGeom {
     }
 }
 
-/// Runs `f(plane_in, plane_out...)` over planes, in parallel above the element threshold.
-fn planes<A: Send, B: Sync>(
-    out: &mut [A],
-    out_len: usize,
-    inp: &[B],
-    in_len: usize,
-    f: impl Fn(&[B], &mut [A]) + Sync,
-) {
+/// Runs `f(plane index, plane_in, plane_out)` over planes, in parallel above the element
+/// threshold.
+fn planes(out: &mut [f32], out_len: usize, inp: &[f32], in_len: usize, f: impl Fn(usize, &[f32], &mut [f32]) + Sync) {
     if out.is_empty() || out_len == 0 {
         return;
     }
     if inp.len() + out.len() >= PARALLEL_ELEMENTS {
-        parallel::install(|| out.par_chunks_mut(out_len).zip(inp.par_chunks(in_len.max(1))).for_each(|(o, i)| f(i, o)));
+        parallel::install(|| {
+            out.par_chunks_mut(out_len)
+                .zip(inp.par_chunks(in_len.max(1)))
+                .enumerate()
+                .for_each(|(p, (o, i))| f(p, i, o))
+        });
     } else {
-        out.chunks_mut(out_len).zip(inp.chunks(in_len.max(1))).for_each(|(o, i)| f(i, o));
+        out.chunks_mut(out_len).zip(inp.chunks(in_len.max(1))).enumerate().for_each(|(p, (o, i))| f(p, i, o));
     }
 }
 
@@ -90,13 +91,12 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
     }
 }
 
-/// Max over each window; also returns the in-plane index of each maximum.
-pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> Result<(Vec<f32>, Vec<u32>)> {
+/// Max over each window into `y`, and the in-plane index of each maximum into `arg` (both
+/// `[count, OH, OW]`, zeroed by the caller; left zero for empty planes).
+pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32]) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    let mut y = crate::tensor::zeroed("pool", count * ohw)?;
-    let mut arg = vec![0u32; count * ohw];
     if ohw == 0 || hw == 0 {
-        return Ok((y, arg));
+        return;
     }
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
@@ -110,28 +110,23 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], count: usize) -> Result<(Vec<
             max_plane(g, xp, y, a);
         }
     }
-    Ok((y, arg))
 }
 
-/// Routes each output gradient to its window's maximum.
-pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], count: usize) -> Result<Vec<f32>> {
+/// Routes each output gradient to its window's maximum, adding into the zeroed `gx`.
+pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], gx: &mut [f32]) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
-    let mut gx = crate::tensor::zeroed("pool", count * hw)?;
-    let pairs: Vec<(f32, u32)> = gy.iter().copied().zip(arg.iter().copied()).collect();
-    planes(&mut gx, hw, &pairs, ohw, |p, out| {
-        for &(g, a) in p {
+    planes(gx, hw, gy, ohw, |p, gp, out| {
+        for (&g, &a) in gp.iter().zip(&arg[p * ohw..(p + 1) * ohw]) {
             out[a as usize] += g;
         }
     });
-    Ok(gx)
 }
 
-/// Window sums divided by `kh·kw` (padding counts as zeros).
-pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Result<Vec<f32>> {
+/// Window sums divided by `kh·kw` (padding counts as zeros), into `y`.
+pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], y: &mut [f32]) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let inv = 1.0 / (g.k.0 * g.k.1) as f32;
-    let mut y = crate::tensor::zeroed("pool", count * ohw)?;
-    planes(&mut y, ohw, x, hw, |xp, out| {
+    planes(y, ohw, x, hw, |_, xp, out| {
         for i in 0..g.oh {
             for j in 0..g.ow {
                 let (rows, cols) = g.window(i, j);
@@ -140,15 +135,13 @@ pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], count: usize) -> Result<Vec<f
             }
         }
     });
-    Ok(y)
 }
 
-/// Spreads each output gradient evenly (`/ kh·kw`) over its window.
-pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Result<Vec<f32>> {
+/// Spreads each output gradient evenly (`/ kh·kw`) over its window, adding into the zeroed `gx`.
+pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], gx: &mut [f32]) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
     let inv = 1.0 / (g.k.0 * g.k.1) as f32;
-    let mut gx = crate::tensor::zeroed("pool", count * hw)?;
-    planes(&mut gx, hw, gy, ohw, |gp, out| {
+    planes(gx, hw, gy, ohw, |_, gp, out| {
         for i in 0..g.oh {
             for j in 0..g.ow {
                 let v = gp[i * g.ow + j] * inv;
@@ -161,5 +154,4 @@ pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], count: usize) -> Result<Vec
             }
         }
     });
-    Ok(gx)
 }

@@ -1,15 +1,14 @@
 //! Reductions over the middle axis of a packed `[outer, red, inner]` view. `ops/` permutes
-//! any set of axes into that form first.
+//! any set of axes into that form first. Results go into buffers the caller allocated: `out`
+//! is `[outer, inner]` for a reduction, `[outer, red, inner]` for a scan.
 
 use super::fastmath;
-use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
 
-/// `out[o, i] = Σ_r x[o, r, i]`.
-pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::zeroed("reduce", outer * inner)?;
+/// `out[o, i] = Σ_r x[o, r, i]`, accumulated into `out`, which the caller zeroed.
+pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize, out: &mut [f32]) {
     let block = |o: usize, dst: &mut [f32]| {
         let base = &x[o * red * inner..(o + 1) * red * inner];
         if inner == 1 {
@@ -51,39 +50,46 @@ pub(crate) fn sum(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<V
             block(o, d);
         }
     }
-    Ok(out)
 }
 
-/// The extremum over the middle axis and the position of its first occurrence.
+/// The extremum over the middle axis into `vals` and the position of its first occurrence
+/// into `args` (both `[outer, inner]`, every element written; `red >= 1`).
 /// `max = true` takes the maximum, else the minimum. NaN wins (it propagates).
-pub(crate) fn extremum(x: &[f32], outer: usize, red: usize, inner: usize, max: bool) -> Result<(Vec<f32>, Vec<usize>)> {
-    let mut vals = crate::tensor::zeroed("reduce", outer * inner)?;
-    let mut args = vec![0usize; outer * inner];
+pub(crate) fn extremum(
+    x: &[f32],
+    (outer, red, inner): (usize, usize, usize),
+    max: bool,
+    vals: &mut [f32],
+    args: &mut [usize],
+) {
     for o in 0..outer {
         for i in 0..inner {
-            let mut best = x[o * red * inner + i];
-            let mut arg = 0;
-            for r in 1..red {
-                let v = x[(o * red + r) * inner + i];
-                if best.is_nan() {
-                    break;
-                }
-                let better = if max { v > best } else { v < best };
-                if better || v.is_nan() {
-                    best = v;
-                    arg = r;
-                }
-            }
-            vals[o * inner + i] = best;
-            args[o * inner + i] = arg;
+            (vals[o * inner + i], args[o * inner + i]) = line_extremum(x, (o, i), (red, inner), max);
         }
     }
-    Ok((vals, args))
 }
 
-/// `out[o, i] = Π_r x[o, r, i]`.
-pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::buffer("reduce", outer * inner)?;
+/// The extremum of line `(o, i)` and its first position (see [`extremum`]).
+#[inline(always)]
+fn line_extremum(x: &[f32], (o, i): (usize, usize), (red, inner): (usize, usize), max: bool) -> (f32, usize) {
+    let mut best = x[o * red * inner + i];
+    let mut arg = 0;
+    for r in 1..red {
+        let v = x[(o * red + r) * inner + i];
+        if best.is_nan() {
+            break;
+        }
+        let better = if max { v > best } else { v < best };
+        if better || v.is_nan() {
+            best = v;
+            arg = r;
+        }
+    }
+    (best, arg)
+}
+
+/// `out[o, i] = Π_r x[o, r, i]` (every element of `out` written).
+pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize, out: &mut [f32]) {
     out.fill(1.0);
     for o in 0..outer {
         for r in 0..red {
@@ -92,12 +98,11 @@ pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<
             }
         }
     }
-    Ok(out)
 }
 
-/// Running sum along the middle axis (same shape as `x`); `reverse` sums from the end.
-pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::zeroed("reduce", x.len())?;
+/// Running sum along the middle axis into `out` (same shape as `x`, every element written);
+/// `reverse` sums from the end.
+pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool, out: &mut [f32]) {
     for o in 0..outer {
         for i in 0..inner {
             let mut acc = 0.0f32;
@@ -109,14 +114,21 @@ pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse:
             }
         }
     }
-    Ok(out)
 }
 
-/// `Σ_r (x[o, r, i] - mean)² / denom` per `(o, i)`, two passes (mean first) for accuracy.
-pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32) -> Result<Vec<f32>> {
-    let mean = sum(x, outer, red, inner)?;
+/// `Σ_r (x[o, r, i] - mean)² / denom` per `(o, i)` into `acc`, two passes (mean first) for
+/// accuracy. `sums` is `[outer, inner]` scratch for the sums behind the means; the caller
+/// zeroed both.
+pub(crate) fn var(
+    x: &[f32],
+    (outer, red, inner): (usize, usize, usize),
+    denom: f32,
+    sums: &mut [f32],
+    acc: &mut [f32],
+) {
+    sum(x, outer, red, inner, sums);
+    let mean = &*sums;
     let inv_n = 1.0 / red as f32;
-    let mut acc = crate::tensor::zeroed("reduce", outer * inner)?;
     for o in 0..outer {
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
@@ -127,14 +139,17 @@ pub(crate) fn var(x: &[f32], outer: usize, red: usize, inner: usize, denom: f32)
         }
     }
     acc.iter_mut().for_each(|v| *v /= denom);
-    Ok(acc)
 }
 
-/// `log Σ_r exp(x[o, r, i])`, shifted by the (finite) maximum so nothing overflows.
-pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
-    let (maxes, _) = extremum(x, outer, red, inner, true)?;
-    let shift: Vec<f32> = maxes.iter().map(|&m| if m.is_finite() { m } else { 0.0 }).collect();
-    let mut acc = crate::tensor::zeroed("reduce", outer * inner)?;
+/// `log Σ_r exp(x[o, r, i])` into `acc`, shifted by the (finite) maximum so nothing overflows
+/// (`red >= 1`). `shift` is `[outer, inner]` scratch for the shifts; the caller zeroed `acc`.
+pub(crate) fn logsumexp(x: &[f32], (outer, red, inner): (usize, usize, usize), shift: &mut [f32], acc: &mut [f32]) {
+    for o in 0..outer {
+        for i in 0..inner {
+            let (m, _) = line_extremum(x, (o, i), (red, inner), true);
+            shift[o * inner + i] = if m.is_finite() { m } else { 0.0 };
+        }
+    }
     for o in 0..outer {
         for r in 0..red {
             let row = &x[(o * red + r) * inner..(o * red + r + 1) * inner];
@@ -143,13 +158,13 @@ pub(crate) fn logsumexp(x: &[f32], outer: usize, red: usize, inner: usize) -> Re
             }
         }
     }
-    Ok(acc.iter().zip(&shift).map(|(&s, &m)| s.ln() + m).collect())
+    acc.iter_mut().zip(&*shift).for_each(|(s, &m)| *s = s.ln() + m);
 }
 
 /// `out[o, r, i] = Π_{r' ≠ r} x[o, r', i]`: the product of every other element, from a
-/// prefix and a suffix pass (no division, so zeros are handled exactly).
-pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::buffer("reduce", x.len())?;
+/// prefix and a suffix pass (no division, so zeros are handled exactly). Every element of
+/// `out` (shaped like `x`) is written.
+pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize, out: &mut [f32]) {
     out.fill(1.0);
     for o in 0..outer {
         for i in 0..inner {
@@ -166,26 +181,33 @@ pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize) 
             }
         }
     }
-    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Runs a reduction kernel into a fresh zeroed `n`-element buffer.
+    fn run(n: usize, f: impl FnOnce(&mut [f32])) -> Vec<f32> {
+        let mut out = vec![0.0; n];
+        f(&mut out);
+        out
+    }
+
     #[test]
     fn middle_axis_reductions() {
         // x: [2, 3, 2]
         let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
-        assert_eq!(sum(&x, 2, 3, 2).unwrap(), vec![6.0, 9.0, 24.0, 27.0]);
-        assert_eq!(sum(&x, 1, 12, 1).unwrap(), vec![66.0]);
-        let (v, a) = extremum(&[1.0, 3.0, 3.0, 0.0], 1, 4, 1, true).unwrap();
-        assert_eq!((v, a), (vec![3.0], vec![1]));
-        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, false).unwrap(), vec![1.0, 3.0, 6.0]);
-        assert_eq!(cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, true).unwrap(), vec![6.0, 5.0, 3.0]);
-        assert_eq!(prod_exclusive(&[2.0, 0.0, 3.0], 1, 3, 1).unwrap(), vec![0.0, 6.0, 0.0]);
-        assert_eq!(var(&[1.0, 3.0], 1, 2, 1, 1.0).unwrap(), vec![2.0]);
-        let lse = logsumexp(&[1000.0, 1000.0], 1, 2, 1).unwrap()[0];
+        assert_eq!(run(4, |o| sum(&x, 2, 3, 2, o)), vec![6.0, 9.0, 24.0, 27.0]);
+        assert_eq!(run(1, |o| sum(&x, 1, 12, 1, o)), vec![66.0]);
+        let (mut v, mut a) = ([0.0], [0]);
+        extremum(&[1.0, 3.0, 3.0, 0.0], (1, 4, 1), true, &mut v, &mut a);
+        assert_eq!((v, a), ([3.0], [1]));
+        assert_eq!(run(3, |o| cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, false, o)), vec![1.0, 3.0, 6.0]);
+        assert_eq!(run(3, |o| cumsum(&[1.0, 2.0, 3.0], 1, 3, 1, true, o)), vec![6.0, 5.0, 3.0]);
+        assert_eq!(run(3, |o| prod_exclusive(&[2.0, 0.0, 3.0], 1, 3, 1, o)), vec![0.0, 6.0, 0.0]);
+        assert_eq!(run(1, |o| var(&[1.0, 3.0], (1, 2, 1), 1.0, &mut [0.0], o)), vec![2.0]);
+        let lse = run(1, |o| logsumexp(&[1000.0, 1000.0], (1, 2, 1), &mut [0.0], o))[0];
         assert!((lse - (1000.0 + 2f32.ln())).abs() < 1e-3);
     }
 }

@@ -1,9 +1,13 @@
 //! Softmax, log-softmax and their backward over the middle axis of a packed
 //! `[outer, red, inner]` buffer, plus row log-sum-exp for the fused cross-entropy. Each
 //! (outer, inner) line is shifted by its maximum first, so large logits never overflow.
+//!
+//! Results go into `out` buffers the caller allocated. The per-block line statistics (a few
+//! `Vec`s of `inner` floats, one set per block in flight, so per thread) are the only memory
+//! taken here: each is no larger than a block of `out`, which the caller's fallible allocation
+//! already proved affordable.
 
 use super::fastmath;
-use crate::error::Result;
 use rayon::prelude::*;
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
@@ -34,10 +38,11 @@ fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
 }
 
 /// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
-/// lines of a block are kept in vectors so every pass reads memory contiguously.
-pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bool) -> Result<Vec<f32>> {
-    let mut out = crate::tensor::buffer("softmax", outer * red * inner)?;
-    blocks(&mut out, red * inner, |o, dst| {
+/// lines of a block are kept in vectors so every pass reads memory contiguously. `out` is
+/// shaped like `x` (every element written).
+pub(crate) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log: bool, out: &mut [f32]) {
+    debug_assert_eq!(out.len(), outer * red * inner);
+    blocks(out, red * inner, |o, dst| {
         let src = &x[o * red * inner..(o + 1) * red * inner];
         let mut m = vec![f32::NEG_INFINITY; inner];
         for row in src.chunks_exact(inner) {
@@ -61,22 +66,18 @@ pub(crate) fn softmax(x: &[f32], outer: usize, red: usize, inner: usize, log: bo
             }
         }
     });
-    Ok(out)
 }
 
-/// The backward of [`softmax`] from its output `y`:
+/// The backward of [`softmax`] from its output `y`, into `out` shaped like `y`:
 /// softmax `gx = y * (gy - Σ gy*y)`, log-softmax `gx = gy - exp(y) * Σ gy`.
 pub(crate) fn softmax_backward(
-    y: &[f32],
-    gy: &[f32],
-    outer: usize,
-    red: usize,
-    inner: usize,
+    (y, gy): (&[f32], &[f32]),
+    (outer, red, inner): (usize, usize, usize),
     log: bool,
-) -> Result<Vec<f32>> {
+    out: &mut [f32],
+) {
     debug_assert_eq!(y.len(), outer * red * inner);
-    let mut out = crate::tensor::buffer("softmax", y.len())?;
-    blocks(&mut out, red * inner, |o, dst| {
+    blocks(out, red * inner, |o, dst| {
         let base = o * red * inner;
         let (y, g) = (&y[base..base + red * inner], &gy[base..base + red * inner]);
         let mut s = vec![0.0f32; inner];
@@ -91,13 +92,14 @@ pub(crate) fn softmax_backward(
             }
         }
     });
-    Ok(out)
 }
 
-/// Log-sum-exp of each row of a packed `[rows, cols]` buffer, as `(max, log_sum)` pairs
-/// (`lse = max + log_sum`).
-pub(crate) fn row_logsumexp(x: &[f32], rows: usize, cols: usize) -> Vec<(f32, f32)> {
-    (0..rows).map(|r| line_lse(&x[r * cols..(r + 1) * cols], cols, 1, 0)).collect()
+/// Log-sum-exp of each row of a packed `[rows, cols]` buffer into `out[r]`, as
+/// `(max, log_sum)` pairs (`lse = max + log_sum`).
+pub(crate) fn row_logsumexp(x: &[f32], cols: usize, out: &mut [(f32, f32)]) {
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = line_lse(&x[r * cols..(r + 1) * cols], cols, 1, 0);
+    }
 }
 
 #[cfg(test)]
@@ -106,13 +108,14 @@ mod tests {
 
     #[test]
     fn softmax_is_shift_invariant_and_normalized() {
-        let y = softmax(&[1000.0, 1001.0, 1002.0], 1, 3, 1, false).unwrap();
+        let (mut y, mut z, mut l) = ([0.0; 3], [0.0; 3], [0.0; 2]);
+        softmax(&[1000.0, 1001.0, 1002.0], (1, 3, 1), false, &mut y);
         assert!((y.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        let z = softmax(&[0.0, 1.0, 2.0], 1, 3, 1, false).unwrap();
+        softmax(&[0.0, 1.0, 2.0], (1, 3, 1), false, &mut z);
         for (a, b) in y.iter().zip(&z) {
             assert!((a - b).abs() < 1e-6);
         }
-        let l = softmax(&[0.0, 0.0], 1, 2, 1, true).unwrap();
+        softmax(&[0.0, 0.0], (1, 2, 1), true, &mut l);
         assert!((l[0] - (0.5f32).ln()).abs() < 1e-6);
     }
 }

@@ -56,7 +56,7 @@ impl UnaryRule for Relu {
         }
     }
     fn df_tensor(&self, y: &Tensor) -> Result<Tensor> {
-        constant_map(y, |v| self.df(v))
+        constant_map(Self::NAME, y, |v| self.df(v))
     }
 }
 
@@ -83,7 +83,7 @@ impl UnaryRule for LeakyRelu {
         }
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        constant_map(x, |v| self.df(v))
+        constant_map(Self::NAME, x, |v| self.df(v))
     }
 }
 
@@ -195,7 +195,7 @@ impl UnaryRule for Clamp {
         }
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        constant_map(x, |v| self.df(v))
+        constant_map(Self::NAME, x, |v| self.df(v))
     }
 }
 

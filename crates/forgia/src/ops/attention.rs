@@ -165,7 +165,12 @@ impl Tensor {
         let inter = interleaved(self);
         let group = if inter { g.heads } else { 1 };
         let layout = out_layout(inter, g.heads, g.sq, g.dv);
-        let (y, lse) = k::forward(&g, (heads(&qd), heads(&kd), heads(&vd)), mref, (group, layout))?;
+        let (mut y, mut lse) =
+            (crate::tensor::buffer(OP, g.bh * g.sq * g.dv)?, crate::tensor::buffer(OP, g.bh * g.sq)?);
+        let parts = g.parts(group);
+        let mut buf = crate::tensor::Scratch::new(OP, g.scratch_len(parts))?;
+        let scratch = k::AttnScratch { parts, buf: &mut buf };
+        k::forward(&g, (heads(&qd), heads(&kd), heads(&vd)), mref, (group, layout), (&mut y, &mut lse), scratch);
         let out = result(y, [q[0], q[1], q[2], v[3]], inter);
         let record = || AttnBackward {
             q: qd.value(),
@@ -204,12 +209,12 @@ impl Backward for AttnBackward {
         let gy = addressable(gy)?;
         let (dq_len, dk_len, dv_len) = (self.q.numel(), self.k.numel(), self.v.numel());
         let (mut dq, mut dk, mut dv) = (
-            crate::tensor::buffer("attention", dq_len)?,
-            crate::tensor::buffer("attention", dk_len)?,
-            crate::tensor::buffer("attention", dv_len)?,
+            crate::tensor::buffer(OP, dq_len)?,
+            crate::tensor::buffer(OP, dk_len)?,
+            crate::tensor::buffer(OP, dv_len)?,
         );
         let need_mask = self.mask.is_some() && cx.needs_grad(3);
-        let mut ds = if need_mask { crate::tensor::buffer("attention", g.bh * g.sq * g.sk)? } else { Vec::new() };
+        let mut ds = if need_mask { crate::tensor::buffer(OP, g.bh * g.sq * g.sk)? } else { Vec::new() };
         let full: Shape = [self.q.shape()[0], self.q.shape()[1], g.sq, g.sk].as_slice().into();
         let mask_info = self.mask.as_ref().map(|m| mask_offsets(m, &full)).transpose()?;
         let mref = match (&self.mask, &mask_info) {
@@ -227,13 +232,16 @@ impl Backward for AttnBackward {
         ];
         let ds_out = need_mask.then_some(ds.as_mut_slice());
         let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dv, ds: ds_out, group, layouts };
+        let parts = g.parts(group);
+        let mut buf = crate::tensor::Scratch::new(OP, g.scratch_len(parts))?;
         k::backward(
             g,
             (heads(&self.q), heads(&self.k), heads(&self.v)),
             (heads(&self.out), &self.lse, heads(&gy)),
             mref,
             grads,
-        )?;
+            k::AttnScratch { parts, buf: &mut buf },
+        );
         let mut out: Grads = SmallVec::from_elem(None, 3 + self.mask.is_some() as usize);
         for (i, (data, like)) in [(dq, &self.q), (dk, &self.k), (dv, &self.v)].into_iter().enumerate() {
             if cx.needs_grad(i) {

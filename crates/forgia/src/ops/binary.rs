@@ -33,7 +33,8 @@ pub(crate) fn broadcast_map(
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
     let la = a.layout.broadcast_to(&shape);
     let lb = b.layout.broadcast_to(&shape);
-    let data = pointwise::zip_broadcast(a.storage().as_slice(), &la, b.storage().as_slice(), &lb, f)?;
+    let mut data = crate::tensor::buffer(op, la.numel())?;
+    pointwise::zip_broadcast(a.storage().as_slice(), &la, b.storage().as_slice(), &lb, &mut data, f);
     let mut out = Tensor::from_parts(data, &shape);
     out.names = broadcast_names(op, a, b, shape.len())?;
     Ok(out)
@@ -154,7 +155,11 @@ impl Tensor {
 
 /// `f(x)` elementwise for an affine `f` whose slope is `slope`; names carried over.
 fn scalar_map(x: &Tensor, f: impl Fn(f32) -> f32 + Sync, slope: f32) -> Tensor {
-    let out = x.map_stored("scale", |d| pointwise::map(d, f));
+    let out = x.map_stored("scale", |d| {
+        let mut out = crate::tensor::buffer("scale", d.len())?;
+        pointwise::map(d, &mut out, f);
+        Ok(out)
+    });
     attach(out, &[x], || ScaleBackward { s: slope })
 }
 
@@ -327,8 +332,10 @@ impl Backward for PowBackward {
         }
         if cx.needs_grad(1) {
             // ln a with a == 0 replaced by 1, so 0^b contributes no exponent gradient.
-            let zero = self.a.try_with_data("binary", |d| {
-                Ok(Tensor::from_parts(pointwise::map(d, |v| f32::from(v == 0.0))?, a.shape()))
+            let zero = self.a.try_with_data("pow", |d| {
+                let mut zero = crate::tensor::buffer("pow", d.len())?;
+                pointwise::map(d, &mut zero, |v| f32::from(v == 0.0));
+                Ok(Tensor::from_parts(zero, a.shape()))
             })?;
             let log_a = a.masked_fill(&zero, 1.0)?.log();
             let g = gy.mul(&cx.output(&self.y))?.mul(&log_a)?;

@@ -266,10 +266,13 @@ fn run_conv(
     let (xd, wd) = (x.contiguous_data()?, w.contiguous_data()?);
     let op = if transposed { "conv_transpose2d" } else { "conv2d" };
     let mut y = crate::tensor::zeroed(op, Size::of(op, &shape)?.numel())?;
+    let parts = g.parts();
+    let mut buf = crate::tensor::alloc(op, g.scratch_len(parts, false))?;
+    let scratch = k::ConvScratch { parts, buf: &mut buf };
     if transposed {
-        k::backward_data(&g, xd.packed(), wd.packed(), &mut y)?;
+        k::backward_data(&g, xd.packed(), wd.packed(), &mut y, scratch);
     } else {
-        k::forward(&g, xd.packed(), wd.packed(), &mut y)?;
+        k::forward(&g, xd.packed(), wd.packed(), &mut y, scratch);
     }
     if let Some(b) = bias {
         b.try_with_data("conv", |bd| {
@@ -315,22 +318,31 @@ impl Backward for ConvBackward {
         let (x, w) = (self.x.contiguous_data()?, self.w.contiguous_data()?);
         let mut out: Grads = SmallVec::from_elem(None, self.operands);
         if cx.needs_grad(0) {
-            let mut gx = crate::tensor::zeroed("conv", self.x.numel())?;
+            let mut gx = crate::tensor::zeroed(self.name(), self.x.numel())?;
+            let parts = g.parts();
+            let mut buf = crate::tensor::alloc(self.name(), g.scratch_len(parts, false))?;
+            let scratch = k::ConvScratch { parts, buf: &mut buf };
             if self.transposed {
-                k::forward(g, gy.packed(), w.packed(), &mut gx)?;
+                k::forward(g, gy.packed(), w.packed(), &mut gx, scratch);
             } else {
-                k::backward_data(g, gy.packed(), w.packed(), &mut gx)?;
+                k::backward_data(g, gy.packed(), w.packed(), &mut gx, scratch);
             }
             out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
         }
         if cx.needs_grad(1) {
             // The weight gradient pairs the image side with the column side.
             let (image, cols) = if self.transposed { (gy.packed(), x.packed()) } else { (x.packed(), gy.packed()) };
-            out[1] = Some(Tensor::from_parts(k::backward_weight(g, image, cols)?, self.w.shape()));
+            let mut gw = crate::tensor::zeroed(self.name(), self.w.numel())?;
+            let parts = g.parts();
+            let mut buf = crate::tensor::alloc(self.name(), g.scratch_len(parts, true))?;
+            k::backward_weight(g, image, cols, &mut gw, k::ConvScratch { parts, buf: &mut buf });
+            out[1] = Some(Tensor::from_parts(gw, self.w.shape()));
         }
         if cx.needs_grad(2) {
             let (ch, spatial) = if self.transposed { (g.c, g.h * g.w) } else { (g.o, g.oh * g.ow) };
-            out[2] = Some(Tensor::from_parts(k::channel_sum(gy.packed(), ch, spatial)?, &[ch]));
+            let mut gb = crate::tensor::zeroed(self.name(), ch)?;
+            k::channel_sum(gy.packed(), spatial, &mut gb);
+            out[2] = Some(Tensor::from_parts(gb, &[ch]));
         }
         Ok(out)
     }

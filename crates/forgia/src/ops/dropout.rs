@@ -31,7 +31,11 @@ impl Tensor {
             return Ok(self.clone());
         }
         let scale = scale(p);
-        let y = self.try_with_data("dropout", |d| k::apply(Some(d), d.len(), seed, p, scale))?;
+        let y = self.try_with_data("dropout", |d| {
+            let mut y = crate::tensor::zeroed("dropout", d.len())?;
+            k::apply(Some(d), seed, p, scale, &mut y);
+            Ok(y)
+        })?;
         let out = Tensor::from_parts(y, self.shape());
         Ok(attach(out, &[self], || DropoutBackward { seed, p, shape: self.shape().into() }))
     }
@@ -60,7 +64,9 @@ impl Backward for DropoutBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
         let n = gy.numel();
-        let mask = Tensor::from_parts(k::apply(None, n, self.seed, self.p, scale(self.p))?, &self.shape);
+        let mut mask = crate::tensor::zeroed("dropout", n)?;
+        k::apply(None, self.seed, self.p, scale(self.p), &mut mask);
+        let mask = Tensor::from_parts(mask, &self.shape);
         Ok(SmallVec::from_elem(Some(gy.mul(&mask)?), 1))
     }
 }

@@ -38,7 +38,11 @@ where
     F: Fn(f32) -> f32 + Send + Sync + 'static,
     B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static,
 {
-    let y = x.map_stored("elemental_unary", |d| pointwise::map(d, &forward));
+    let y = x.map_stored("elemental_unary", |d| {
+        let mut y = crate::tensor::buffer("elemental_unary", d.len())?;
+        pointwise::map(d, &mut y, &forward);
+        Ok(y)
+    });
     let saved_y = y.detach();
     attach(y, &[x], move || UnaryBackward { backward, x: x.value(), y: saved_y.value() })
 }
@@ -59,7 +63,8 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused("elemental_unary")?;
         let (x, y, g) = (self.x.contiguous_data()?, self.y.contiguous_data()?, gy.contiguous_data()?);
-        let gx = pointwise::zip3(x.packed(), y.packed(), g.packed(), &self.backward)?;
+        let mut gx = crate::tensor::buffer("elemental_unary", x.packed().len())?;
+        pointwise::zip3(x.packed(), y.packed(), g.packed(), &mut gx, &self.backward);
         Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, self.x.shape())), 1))
     }
 }

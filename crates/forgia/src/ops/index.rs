@@ -174,7 +174,9 @@ impl Tensor {
         let x = self.contiguous_data()?;
         let mut shape: Shape = self.shape().into();
         shape[a] = idx.len();
-        let out = Tensor::from_parts(k::index_select(x.packed(), outer, d, inner, &idx)?, &shape);
+        let mut data = crate::tensor::buffer("index_select", outer * idx.len() * inner)?;
+        k::index_select(x.packed(), (outer, d, inner), &idx, &mut data);
+        let out = Tensor::from_parts(data, &shape);
         Ok(attach(out, &[self], || IndexSelectBackward {
             axis: a,
             indices: indices.clone(),
@@ -225,7 +227,9 @@ impl Tensor {
         check_like("gather", indices, self.shape(), a, true)?;
         let idx = indices.checked("gather", self.shape()[a])?;
         let x = self.contiguous_data()?;
-        let out = Tensor::from_parts(k::gather(x.packed(), self.shape(), a, &idx, indices.shape())?, indices.shape());
+        let mut data = crate::tensor::buffer("gather", idx.len())?;
+        k::gather(x.packed(), self.shape(), a, (&idx, indices.shape()), &mut data);
+        let out = Tensor::from_parts(data, indices.shape());
         Ok(attach(out, &[self], || GatherBackward { axis: a, indices: indices.clone(), in_shape: self.shape().into() }))
     }
 
@@ -250,7 +254,9 @@ impl Tensor {
         check_like("scatter_add", indices, src.shape(), a, false)?;
         let idx = indices.checked("scatter_add", self.shape()[a])?;
         let mut data = self.to_vec();
-        src.with_data(|s| k::scatter_add(&mut data, self.shape(), a, &idx, indices.shape(), s, src.shape()));
+        let mut vals = crate::tensor::buffer("scatter_add", idx.len())?;
+        let (dst, at) = ((&mut data[..], self.shape()), (&idx[..], indices.shape()));
+        src.with_data(|s| k::scatter_add(dst, a, at, (s, src.shape()), &mut vals));
         let out = Tensor::from_parts(data, self.shape());
         Ok(attach(out, &[self, src], || ScatterAddBackward {
             axis: a,

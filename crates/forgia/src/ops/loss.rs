@@ -196,7 +196,8 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
     }
     let data = x.contiguous_data()?;
     let d = data.packed();
-    let lse = row_logsumexp(d, n, c);
+    let mut lse = vec![(0.0, 0.0); n];
+    row_logsumexp(d, c, &mut lse);
     let mut rows = vec![0.0; n];
     k::cross_entropy_rows(d, c, &lse, targets, eps, &mut rows);
     let (out, count) = combine(rows, targets, reduction);

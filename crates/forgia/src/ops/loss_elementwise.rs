@@ -58,8 +58,8 @@ pub fn huber_loss(input: &Tensor, target: &Tensor, delta: f32, reduction: Reduct
         });
     }
     let d = input.sub(target)?;
-    let inside = constant_map(&d, |v| if v.abs() < delta { 1.0 } else { 0.0 })?;
-    let outside_sign = constant_map(&d, |v| if v.abs() < delta { 0.0 } else { v.signum() })?;
+    let inside = constant_map("huber_loss", &d, |v| if v.abs() < delta { 1.0 } else { 0.0 })?;
+    let outside_sign = constant_map("huber_loss", &d, |v| if v.abs() < delta { 0.0 } else { v.signum() })?;
     let quadratic = d.mul(&d)?.scale(0.5).mul(&inside)?;
     // delta·(|d| - delta/2) on the outside: |d| = d·sign(d), and the constant is masked too.
     let linear = d.mul(&outside_sign)?.sub(&outside_sign.mul(&outside_sign)?.scale(0.5 * delta))?.scale(delta);

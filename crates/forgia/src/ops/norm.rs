@@ -94,11 +94,25 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
     let xd = x.contiguous_data()?;
     let (wd, bd) = (w.map(Tensor::contiguous_data).transpose()?, b.map(Tensor::contiguous_data).transpose()?);
     let (y, mean, rstd, var) = match spec.rows(wd.as_deref(), bd.as_deref()) {
-        Some(rows) => rows.forward(xd.packed(), eps)?,
+        Some(rows) => {
+            let n = xd.numel() / rows.d.max(1);
+            let mut y = crate::tensor::buffer(spec.op, xd.numel())?;
+            let (mut mean, mut rstd, mut var) = (
+                crate::tensor::buffer(spec.op, n)?,
+                crate::tensor::buffer(spec.op, n)?,
+                crate::tensor::buffer(spec.op, n)?,
+            );
+            let stats = k::RowStats { y: &mut y, mean: &mut mean, rstd: &mut rstd, var: &mut var };
+            rows.forward(xd.packed(), eps, stats);
+            (y, mean, rstd, var)
+        }
         None => {
-            let (mean, var) = k::moments(&spec.sets, xd.packed(), spec.rms);
+            let n = spec.sets.count;
+            let (mut mean, mut var) = (crate::tensor::buffer(spec.op, n)?, crate::tensor::buffer(spec.op, n)?);
+            k::moments(&spec.sets, xd.packed(), spec.rms, (&mut mean, &mut var));
             let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
-            let mut y = k::normalize(&spec.sets, xd.packed(), &mean, &rstd)?;
+            let mut y = crate::tensor::buffer(spec.op, spec.sets.len)?;
+            k::normalize(&spec.sets, xd.packed(), (&mean, &rstd), &mut y);
             k::affine(&mut y, wd.as_ref().map(|t| t.packed()), bd.as_ref().map(|t| t.packed()), spec.inner);
             (y, mean, rstd, var)
         }
@@ -305,35 +319,44 @@ impl Backward for NormBackward {
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
         if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
             let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
-            let grads = rows.backward((x, gy.packed()), (&self.mean, &self.rstd), need)?;
-            out[0] = grads.x.map(|g| Tensor::from_parts(g, self.x.shape()));
+            let op = self.spec.op;
+            let alloc = |want: bool, n: usize| want.then(|| crate::tensor::buffer(op, n)).transpose();
+            let (mut gx, mut gw, mut gb) = (alloc(need.0, x.len())?, alloc(need.1, count)?, alloc(need.2, count)?);
+            let grads = k::RowGrads { x: gx.as_deref_mut(), weight: gw.as_deref_mut(), bias: gb.as_deref_mut() };
+            rows.backward((x, gy.packed()), (&self.mean, &self.rstd), grads);
+            out[0] = gx.map(|g| Tensor::from_parts(g, self.x.shape()));
             if w_slot == 1 {
-                out[1] = grads.weight.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+                out[1] = gw.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
             }
             if self.has_bias {
-                out[1 + w_slot] = grads.bias.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+                out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
             }
             return Ok(out);
         }
         if cx.needs_grad(0) {
-            let mut g = Scratch::new("norm", gy.numel())?;
+            let mut g = Scratch::new(self.spec.op, gy.numel())?;
             g.copy_from_slice(gy.packed());
             if let Some(w) = &self.weight {
                 k::affine(&mut g, Some(w.packed()), None, inner);
             }
-            let gx = k::backward(s, x, &g, &self.mean, &self.rstd, self.spec.rms)?;
+            let mut gx = crate::tensor::buffer(self.spec.op, s.len)?;
+            k::backward(s, (x, &g), (&self.mean, &self.rstd), self.spec.rms, &mut gx);
             out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
         }
         if w_slot == 1 && cx.needs_grad(1) {
-            let mut xhat = Scratch::from_vec(k::normalize(s, x, &self.mean, &self.rstd)?);
+            let mut xhat = Scratch::new(self.spec.op, s.len)?;
+            k::normalize(s, x, (&self.mean, &self.rstd), &mut xhat);
             for (h, &g) in xhat.iter_mut().zip(gy.packed()) {
                 *h *= g;
             }
-            out[1] = Some(Tensor::from_parts(k::param_sums(&xhat, inner, count), &self.spec.param_shape));
+            let mut gw = crate::tensor::buffer(self.spec.op, count)?;
+            k::param_sums(&xhat, inner, &mut gw);
+            out[1] = Some(Tensor::from_parts(gw, &self.spec.param_shape));
         }
         if self.has_bias && cx.needs_grad(1 + w_slot) {
-            out[1 + w_slot] =
-                Some(Tensor::from_parts(k::param_sums(gy.packed(), inner, count), &self.spec.param_shape));
+            let mut gb = crate::tensor::buffer(self.spec.op, count)?;
+            k::param_sums(gy.packed(), inner, &mut gb);
+            out[1 + w_slot] = Some(Tensor::from_parts(gb, &self.spec.param_shape));
         }
         Ok(out)
     }

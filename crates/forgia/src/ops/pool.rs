@@ -63,7 +63,12 @@ impl Tensor {
         padding: (usize, usize),
     ) -> Result<Tensor> {
         let (g, count) = geometry("max_pool2d", self, kernel, stride, padding)?;
-        let (y, arg) = self.try_with_data("pool", |d| k::max_forward(&g, d, count))?;
+        let (y, arg) = self.try_with_data("max_pool2d", |d| {
+            let n = count * g.oh * g.ow;
+            let (mut y, mut arg) = (crate::tensor::zeroed("max_pool2d", n)?, vec![0u32; n]);
+            k::max_forward(&g, d, &mut y, &mut arg);
+            Ok((y, arg))
+        })?;
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
         Ok(attach(out, &[self], || PoolBackward {
             geom: g,
@@ -87,7 +92,11 @@ impl Tensor {
         padding: (usize, usize),
     ) -> Result<Tensor> {
         let (g, count) = geometry("avg_pool2d", self, kernel, stride, padding)?;
-        let y = self.try_with_data("pool", |d| k::avg_forward(&g, d, count))?;
+        let y = self.try_with_data("avg_pool2d", |d| {
+            let mut y = crate::tensor::zeroed("avg_pool2d", count * g.oh * g.ow)?;
+            k::avg_forward(&g, d, &mut y);
+            Ok(y)
+        })?;
         let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
         Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: None, in_shape: self.shape().into() }))
     }
@@ -145,11 +154,13 @@ impl Backward for PoolBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused(self.name())?;
-        let gx = gy.try_with_data("pool", |g| {
-            Ok(match &self.argmax {
-                Some(arg) => k::max_backward(&self.geom, g, arg, self.count)?,
-                None => k::avg_backward(&self.geom, g, self.count)?,
-            })
+        let gx = gy.try_with_data(self.name(), |g| {
+            let mut gx = crate::tensor::zeroed(self.name(), self.count * self.geom.h * self.geom.w)?;
+            match &self.argmax {
+                Some(arg) => k::max_backward(&self.geom, g, arg, &mut gx),
+                None => k::avg_backward(&self.geom, g, &mut gx),
+            }
+            Ok(gx)
         })?;
         Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, &self.in_shape)), 1))
     }

@@ -23,7 +23,8 @@ impl Tensor {
     pub fn sum(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
         let axes = self.axes("sum", axes)?;
         let plan = Plan::new(self, &axes, keepdim)?;
-        let data = k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner)?;
+        let mut data = crate::tensor::zeroed("sum", plan.outer * plan.inner)?;
+        k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
         let out = Tensor::from_parts(data, &plan.out);
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: 1.0 }))
     }
@@ -42,8 +43,9 @@ impl Tensor {
         }
         let plan = Plan::new(self, &axes, keepdim)?;
         let inv = 1.0 / n as f32;
-        let data: Vec<f32> =
-            k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner)?.into_iter().map(|v| v * inv).collect();
+        let mut data = crate::tensor::zeroed("mean", plan.outer * plan.inner)?;
+        k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
+        data.iter_mut().for_each(|v| *v *= inv);
         let out = Tensor::from_parts(data, &plan.out);
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: inv }))
     }
@@ -56,7 +58,11 @@ impl Tensor {
         // storage holds, never its logical size.
         let (stored, repeats) = self.stored();
         // Panics only when memory cannot hold a copy of the stored elements (a strided view).
-        let total = stored.try_with_data("sum_all", |d| Ok(k::sum(d, 1, d.len(), 1)?[0]));
+        let total = stored.try_with_data("sum_all", |d| {
+            let mut total = [0.0];
+            k::sum(d, 1, d.len(), 1, &mut total);
+            Ok(total[0])
+        });
         let total = total.unwrap_or_else(|e| panic!("{e}")) * repeats as f32;
         attach(Tensor::scalar(total), &[self], || SumBackward {
             in_shape: self.shape().into(),
@@ -78,7 +84,12 @@ impl Tensor {
         }
         let inv = 1.0 / n as f32;
         let (stored, repeats) = self.stored();
-        let total = stored.try_with_data("mean_all", |d| Ok(k::sum(d, 1, d.len(), 1)?[0]))? * repeats as f32 * inv;
+        let total = stored.try_with_data("mean_all", |d| {
+            let mut total = [0.0];
+            k::sum(d, 1, d.len(), 1, &mut total);
+            Ok(total[0])
+        })? * repeats as f32
+            * inv;
         Ok(attach(Tensor::scalar(total), &[self], || SumBackward {
             in_shape: self.shape().into(),
             kept: Shape::new(),
@@ -168,7 +179,9 @@ impl Tensor {
             return fail(ErrorKind::EmptyTensor { op, shape: self.shape().to_vec() });
         }
         let plan = Plan::new(self, &[a], false)?;
-        let (vals, args) = k::extremum(plan.data.packed(), plan.outer, plan.red, plan.inner, max)?;
+        let n = plan.outer * plan.inner;
+        let (mut vals, mut args) = (crate::tensor::buffer(op, n)?, vec![0usize; n]);
+        k::extremum(plan.data.packed(), (plan.outer, plan.red, plan.inner), max, &mut vals, &mut args);
         Ok((plan, vals, args))
     }
 

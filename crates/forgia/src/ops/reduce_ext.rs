@@ -35,7 +35,10 @@ impl Tensor {
         }
         let denom = (n - correction) as f32;
         let plan = Plan::new(self, &axes, keepdim)?;
-        let out = Tensor::from_parts(k::var(plan.data.packed(), plan.outer, plan.red, plan.inner, denom)?, &plan.out);
+        let n = plan.outer * plan.inner;
+        let (mut sums, mut data) = (crate::tensor::zeroed("var", n)?, crate::tensor::zeroed("var", n)?);
+        k::var(plan.data.packed(), (plan.outer, plan.red, plan.inner), denom, &mut sums, &mut data);
+        let out = Tensor::from_parts(data, &plan.out);
         Ok(attach(out, &[self], || VarBackward {
             x: self.value(),
             axes: axes.to_vec(),
@@ -56,7 +59,11 @@ impl Tensor {
             return fail(ErrorKind::EmptyTensor { op: "logsumexp", shape: self.shape().to_vec() });
         }
         let plan = Plan::new(self, &axes, keepdim)?;
-        let out = Tensor::from_parts(k::logsumexp(plan.data.packed(), plan.outer, plan.red, plan.inner)?, &plan.out);
+        let n = plan.outer * plan.inner;
+        let mut shift = crate::tensor::buffer("logsumexp", n)?;
+        let mut data = crate::tensor::zeroed("logsumexp", n)?;
+        k::logsumexp(plan.data.packed(), (plan.outer, plan.red, plan.inner), &mut shift, &mut data);
+        let out = Tensor::from_parts(data, &plan.out);
         let y = out.detach();
         Ok(attach(out, &[self], || LogsumexpBackward { x: self.value(), y: y.value(), kept: plan.kept.clone() }))
     }
@@ -71,7 +78,9 @@ impl Tensor {
     pub fn prod(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
         let a = self.axis("prod", axis)?;
         let plan = Plan::new(self, &[a], keepdim)?;
-        let out = Tensor::from_parts(k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner)?, &plan.out);
+        let mut data = crate::tensor::buffer("prod", plan.outer * plan.inner)?;
+        k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
+        let out = Tensor::from_parts(data, &plan.out);
         Ok(attach(out, &[self], || ProdBackward { x: self.value(), axis: a, kept: plan.kept.clone() }))
     }
 
@@ -89,7 +98,8 @@ impl Tensor {
     /// Running sum along a resolved axis, from the start or (`reverse`) from the end.
     fn cumsum_dir(&self, axis: usize, reverse: bool) -> Result<Tensor> {
         let plan = Plan::new(self, &[axis], true)?;
-        let data = k::cumsum(plan.data.packed(), plan.outer, plan.red, plan.inner, reverse)?;
+        let mut data = crate::tensor::zeroed("cumsum", plan.data.packed().len())?;
+        k::cumsum(plan.data.packed(), plan.outer, plan.red, plan.inner, reverse, &mut data);
         let mut out = Tensor::from_parts(data, self.shape());
         out.names = self.names.clone();
         Ok(attach(out, &[self], || CumsumBackward { axis, reverse }))
@@ -179,7 +189,8 @@ impl Backward for ProdBackward {
             self.exclusive_tensor(&cx.input(0, &self.x))?
         } else {
             let plan = Plan::new(&self.x, &[self.axis], true)?;
-            let data = k::prod_exclusive(plan.data.packed(), plan.outer, plan.red, plan.inner)?;
+            let mut data = crate::tensor::buffer("prod", plan.data.packed().len())?;
+            k::prod_exclusive(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
             Tensor::from_parts(data, self.x.shape())
         };
         let g = expand_reduced(gy, &self.kept, self.x.shape())?.mul(&exclusive)?;

@@ -43,7 +43,11 @@ fn rope_signed(x: &Tensor, base: f32, sign: f64) -> Result<Tensor> {
             reason: format!("must be positive, got {base}"),
         });
     }
-    let y = x.try_with_data("rope", |data| k::rotate(data, s, d, base as f64, sign))?;
+    let y = x.try_with_data(OP, |data| {
+        let (mut table, mut y) = (crate::tensor::buffer(OP, s * d)?, crate::tensor::buffer(OP, data.len())?);
+        k::rotate(data, (s, d), (base as f64, sign), &mut table, &mut y);
+        Ok(y)
+    })?;
     let out = Tensor::from_parts(y, x.shape());
     Ok(attach(out, &[x], || RopeBackward { base, sign }))
 }

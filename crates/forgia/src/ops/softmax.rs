@@ -13,7 +13,8 @@ use crate::tensor::{Array, Axis};
 /// Runs the forward kernel along axis `a` of `x` (no node).
 fn forward(x: &Tensor, a: usize, log: bool) -> Result<Tensor> {
     let plan = Plan::new(x, &[a], true)?;
-    let data = k::softmax(plan.data.packed(), plan.outer, plan.red, plan.inner, log)?;
+    let mut data = crate::tensor::buffer(if log { "log_softmax" } else { "softmax" }, x.numel())?;
+    k::softmax(plan.data.packed(), (plan.outer, plan.red, plan.inner), log, &mut data);
     let mut y = Tensor::from_parts(data, x.shape());
     y.names = x.names.clone();
     Ok(y)
@@ -81,7 +82,13 @@ impl Backward for SoftmaxBackward {
         } else {
             let plan = Plan::new(&self.y, &[self.axis], true)?;
             let g = gy.contiguous_data()?;
-            let data = k::softmax_backward(plan.data.packed(), g.packed(), plan.outer, plan.red, plan.inner, self.log)?;
+            let mut data = crate::tensor::buffer(self.name(), gy.numel())?;
+            k::softmax_backward(
+                (plan.data.packed(), g.packed()),
+                (plan.outer, plan.red, plan.inner),
+                self.log,
+                &mut data,
+            );
             Tensor::from_parts(data, gy.shape())
         };
         Ok(SmallVec::from_elem(Some(gx), 1))

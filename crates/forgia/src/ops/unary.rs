@@ -28,11 +28,14 @@ pub(crate) trait UnaryRule: Send + Sync + 'static {
 /// Applies a rule: the forward kernel, then the funnel with the rule's record.
 pub(crate) fn unary<R: UnaryRule>(x: &Tensor, rule: R) -> Tensor {
     let y = x.map_stored(R::NAME, |d| {
+        let mut y = crate::tensor::buffer(R::NAME, d.len())?;
         pointwise::map(
             d,
+            &mut y,
             #[inline(always)]
             |v| rule.f(v),
-        )
+        );
+        Ok(y)
     });
     let saved = if R::USES_OUTPUT { y.detach() } else { x.detach() };
     attach(y, &[x], move || UnaryBackward { rule, saved: Saved::new(&saved) })
@@ -57,15 +60,15 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
         } else {
             let s = saved.contiguous_data()?;
             let g = gy.contiguous_data()?;
-            Tensor::from_parts(
-                pointwise::zip(
-                    g.packed(),
-                    s.packed(),
-                    #[inline(always)]
-                    |g, s| g * self.rule.df(s),
-                )?,
-                gy.shape(),
-            )
+            let mut gx = crate::tensor::buffer(R::NAME, g.packed().len())?;
+            pointwise::zip(
+                g.packed(),
+                s.packed(),
+                &mut gx,
+                #[inline(always)]
+                |g, s| g * self.rule.df(s),
+            );
+            Tensor::from_parts(gx, gy.shape())
         };
         Ok(SmallVec::from_elem(Some(gx), 1))
     }
@@ -77,8 +80,12 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
 
 /// A constant tensor of `f` applied to `t`'s values (for derivatives that are locally constant,
 /// such as relu's step).
-pub(crate) fn constant_map(t: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
-    t.try_with_data("unary", |d| Ok(Tensor::from_parts(pointwise::map(d, f)?, t.shape())))
+pub(crate) fn constant_map(op: &'static str, t: &Tensor, f: impl Fn(f32) -> f32 + Sync) -> Result<Tensor> {
+    t.try_with_data(op, |d| {
+        let mut out = crate::tensor::buffer(op, d.len())?;
+        pointwise::map(d, &mut out, f);
+        Ok(Tensor::from_parts(out, t.shape()))
+    })
 }
 
 /// `2/√π`, the derivative of erf at 0.
@@ -222,7 +229,7 @@ impl UnaryRule for Abs {
         }
     }
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        constant_map(x, |v| self.df(v))
+        constant_map(Self::NAME, x, |v| self.df(v))
     }
 }
 

@@ -31,7 +31,8 @@ fn select(op: &'static str, mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Ten
     let shape = broadcast_shapes(op, mask.shape(), &ab)?;
     let packed = |t: &Tensor| crate::tensor::gather(op, t.storage().as_slice(), &t.layout.broadcast_to(&shape));
     let (m, va, vb) = (packed(mask)?, packed(a)?, packed(b)?);
-    let data = pointwise::zip3(&m, &va, &vb, |m, a, b| if m != 0.0 { a } else { b })?;
+    let mut data = crate::tensor::buffer(op, m.len())?;
+    pointwise::zip3(&m, &va, &vb, &mut data, |m, a, b| if m != 0.0 { a } else { b });
     let mut out = Tensor::from_parts(data, &shape);
     if ab.len() == shape.len() {
         out.names = broadcast_names(op, a, b, shape.len())?;

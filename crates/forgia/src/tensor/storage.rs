@@ -159,7 +159,11 @@ impl Scratch {
 
     /// `n` floats for a temporary no larger than a buffer its caller already allocated through
     /// [`alloc`] (so the request was proven satisfiable once); a failure here aborts like any
-    /// `Vec`. Used only inside kernels that cannot return an error mid-loop.
+    /// `Vec`. The one exception to "kernels allocate nothing fallible-sized": its single use is
+    /// attention's `gemm`-crate path (`kernels/attention/tile.rs`), which packs a product for a
+    /// strided destination deep inside a parallel chunk, where the block is no larger than the
+    /// output or the chunk scratch the op already allocated. Every other kernel temporary comes
+    /// from the caller; keep it that way.
     pub(crate) fn within_checked(n: usize) -> Scratch {
         if n >= CACHE_MIN_ELEMENTS {
             if let Some(v) = CACHE.lock().as_mut().and_then(|cache| cache.pop(n)) {
