@@ -157,7 +157,9 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
                 visited.push(node.clone());
                 let edge = node.edge.lock();
                 let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
-                stack.extend(edge.parents.iter().flatten().filter(|p| !p.leaf).cloned());
+                for p in edge.parents.iter().flatten().filter(|p| !p.leaf) {
+                    stack.push(p.clone());
+                }
             }
             Err(_) => {
                 if node.pass.load(Ordering::Relaxed) != pass_id {
@@ -220,7 +222,11 @@ fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>)
                     }
                     local.extend(keep);
                 }
-                None => local.extend(ready),
+                None => {
+                    for next in ready {
+                        local.push(next);
+                    }
+                }
             },
             Err(e) => {
                 pass.error.lock().get_or_insert(e);

@@ -128,7 +128,7 @@ pub(crate) struct Node {
 impl Node {
     fn new(shape: &[usize], name: &'static str, work: usize, edge: Option<Edge>) -> Node {
         Node {
-            shape: shape.into(),
+            shape: Shape::from_slice(shape),
             name,
             work,
             leaf: edge.is_none(),

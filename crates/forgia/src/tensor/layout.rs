@@ -31,18 +31,31 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Strides {
 }
 
 /// Shape, strides and offset into the storage.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
     pub(crate) shape: Shape,
     pub(crate) strides: Strides,
     pub(crate) offset: usize,
 }
 
+impl Clone for Layout {
+    /// Copies the two small vectors as slices (`SmallVec`'s own `clone` goes through a
+    /// generic element-by-element extend, measurable on W1's per-op path).
+    #[inline]
+    fn clone(&self) -> Self {
+        Layout {
+            shape: Shape::from_slice(&self.shape),
+            strides: Strides::from_slice(&self.strides),
+            offset: self.offset,
+        }
+    }
+}
+
 impl Layout {
     /// A row-major layout starting at element 0.
     #[inline]
     pub(crate) fn contiguous(shape: &[usize]) -> Self {
-        Layout { shape: shape.into(), strides: contiguous_strides(shape), offset: 0 }
+        Layout { shape: Shape::from_slice(shape), strides: contiguous_strides(shape), offset: 0 }
     }
 
     #[inline]
@@ -114,14 +127,18 @@ impl Layout {
                 strides[i + extra] = self.strides[i];
             }
         }
-        Layout { shape: shape.into(), strides, offset: self.offset }
+        Layout { shape: Shape::from_slice(shape), strides, offset: self.offset }
     }
 
     /// A view with `shape`, if the elements can be re-described without copying
     /// (always possible for contiguous layouts).
     pub(crate) fn reshaped(&self, shape: &[usize]) -> Option<Layout> {
         if self.is_contiguous() {
-            return Some(Layout { shape: shape.into(), strides: contiguous_strides(shape), offset: self.offset });
+            return Some(Layout {
+                shape: Shape::from_slice(shape),
+                strides: contiguous_strides(shape),
+                offset: self.offset,
+            });
         }
         None
     }
@@ -134,7 +151,7 @@ impl Layout {
 /// fit (`[2^40, 1]` with `[1, 2^40]`).
 pub(crate) fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Shape> {
     if a == b {
-        return Ok(a.into()); // an existing layout's shape: already checked
+        return Ok(Shape::from_slice(a)); // an existing layout's shape: already checked
     }
     let rank = a.len().max(b.len());
     let mut out: Shape = SmallVec::from_elem(0, rank);
