@@ -30,10 +30,12 @@ pub struct BackwardOptions {
 }
 
 /// A record is shipped to another pool thread only when its estimated work reaches this many
-/// multiply-adds; smaller ones run inline. Not yet tuned by measurement: on the 2-core bench
-/// machine W3's branches gain nothing from spawning (87 ms vs 85 ms serial, docs/BENCHMARKS.md),
-/// because each branch's GEMMs already use both cores.
-pub(crate) const ASYNC_WORK_THRESHOLD: usize = 1 << 22;
+/// multiply-adds (2^19); smaller ones run inline. Chosen by the sweep in `benches/engine.rs`
+/// (sixteen branches joined by adds, the threshold lowered to 2^12 for the sweep; 2 cores,
+/// 2026-12-01): at branch products of 2^17 multiply-adds the pool ties the serial pass (248 vs
+/// 257 µs), from 2^19 on it wins by about a fifth (515 vs 634 µs; 1.17 vs 1.50 ms at 2^21;
+/// 4.6 vs 5.9 ms at 2^23). See docs/BENCHMARKS.md.
+pub(crate) const ASYNC_WORK_THRESHOLD: usize = 1 << 19;
 
 // Relaxed: pass ids only need to be unique; nothing is published through this counter.
 static NEXT_PASS: AtomicU64 = AtomicU64::new(1);

@@ -1,0 +1,47 @@
+//! Criterion benches of the engine's scheduling: the threshold sweep behind
+//! `ASYNC_WORK_THRESHOLD`. Sixteen independent branches `tanh(x·W_i)·V_i` (x `[64, d]`, W and V
+//! `[d, d]`, each product `2·64·d²` multiply-adds, the work a branch node reports) joined by a
+//! chain of adds, forward + backward, with the pool and with the serial option, for several
+//! widths `d`: the smallest branch work at which the pool wins is where the threshold belongs.
+#![allow(missing_docs)] // criterion_group! generates an undocumented function
+
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use forgia::{BackwardOptions, Rng, Tensor};
+
+fn step(x: &Tensor, params: &[(Tensor, Tensor)], serial: bool) {
+    let loss = params
+        .iter()
+        .map(|(w, v)| x.matmul(w).unwrap().tanh().matmul(v).unwrap().sum_all())
+        .reduce(|a, b| a.add(&b).unwrap())
+        .unwrap();
+    loss.backward_with(None, BackwardOptions { serial, ..BackwardOptions::default() }).unwrap();
+    for (w, v) in params {
+        w.zero_grad();
+        v.zero_grad();
+    }
+}
+
+fn threshold_sweep(c: &mut Criterion) {
+    let mut group = c.benchmark_group("branches16_add_chain");
+    group.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(500));
+    for d in [32usize, 64, 128, 256, 512] {
+        let mut rng = Rng::new(11);
+        let x = Tensor::randn(&[64, d], 0.0, 1.0, &mut rng).unwrap();
+        let params: Vec<(Tensor, Tensor)> = (0..16)
+            .map(|_| {
+                let w = Tensor::randn(&[d, d], 0.0, 0.06, &mut rng).unwrap().into_variable();
+                let v = Tensor::randn(&[d, d], 0.0, 0.06, &mut rng).unwrap().into_variable();
+                (w, v)
+            })
+            .collect();
+        let work = 2 * 64 * d * d;
+        group.bench_with_input(BenchmarkId::new("pooled", work), &d, |b, _| b.iter(|| step(&x, &params, false)));
+        group.bench_with_input(BenchmarkId::new("serial", work), &d, |b, _| b.iter(|| step(&x, &params, true)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, threshold_sweep);
+criterion_main!(benches);
