@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+pub(crate) mod check;
+
 /// Shorthand for `std::result::Result<T, forgia::Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
 

@@ -176,3 +176,34 @@ fn gradcheck_restores_the_perturbed_element_when_the_function_fails() {
     assert!(gradcheck(f, std::slice::from_ref(&x), GradcheckOptions::default()).is_err());
     assert_eq!(x.to_vec(), vec![1.0, 2.0]);
 }
+
+#[test]
+fn gradcheck_rejects_a_zero_or_nan_step_and_bad_tolerances_instead_of_passing_a_wrong_record() {
+    let x = Tensor::variable(vec![0.3, -0.8], &[2]).unwrap();
+    let wrong = |xs: &[Tensor]| {
+        let y = xs[0].detach().tanh();
+        Ok(attach(y.clone(), &[&xs[0]], || WrongTanh { y }).sum_all())
+    };
+    let d = GradcheckOptions::default();
+    for options in [
+        GradcheckOptions { eps: 0.0, ..d },
+        GradcheckOptions { eps: f64::NAN, ..d },
+        GradcheckOptions { eps: -1e-3, ..d },
+        GradcheckOptions { abs_tol: f64::NAN, ..d },
+        GradcheckOptions { rel_tol: -1.0, ..d },
+        GradcheckOptions { abs_tol: f64::INFINITY, ..d },
+    ] {
+        let e = gradcheck(wrong, std::slice::from_ref(&x), options).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { op: "gradcheck", .. }), "{options:?}: {e}");
+    }
+}
+
+#[test]
+fn gradcheck_reports_a_nan_valued_function_as_a_mismatch() {
+    let x = Tensor::variable(vec![0.3, -0.8], &[2]).unwrap();
+    // sqrt of a negative number: NaN values and NaN derivatives.
+    let f = |xs: &[Tensor]| Ok(xs[0].scale(-1.0).add_scalar(-1.0).sqrt().sum_all());
+    let report = gradcheck(f, std::slice::from_ref(&x), GradcheckOptions::default()).unwrap();
+    assert!(!report.passed());
+    assert_eq!(report.max_abs_error, f64::INFINITY);
+}
