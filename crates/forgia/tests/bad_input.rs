@@ -191,3 +191,28 @@ fn empty_tensors_flow_through_ops_that_allow_them() {
     assert_eq!(e.softmax(1).unwrap().shape(), &[0, 3]);
     assert_eq!(Tensor::concat(&[&e, &t(&[1, 3])], 0).unwrap().shape(), &[1, 3]);
 }
+
+#[test]
+fn nan_bounds_and_reversed_ranges_are_errors_in_creation_init_and_layers() {
+    use forgia::nn::{init, Dropout, LayerNorm};
+    use forgia::Rng;
+    let arg = |r: Result<(), forgia::Error>| matches!(r.unwrap_err().kind(), ErrorKind::InvalidArgument { .. });
+    let mut rng = Rng::new(0);
+    assert!(arg(Tensor::arange(f32::NAN, 5.0, 1.0).map(drop)), "arange NaN start was an empty tensor");
+    assert!(arg(Tensor::arange(0.0, f32::NAN, 1.0).map(drop)));
+    assert!(arg(Tensor::linspace(0.0, f32::INFINITY, 3).map(drop)));
+    assert!(arg(Tensor::rand(&[2], 1.0, 0.0, &mut rng).map(drop)));
+    assert!(arg(Tensor::randn(&[2], 0.0, f32::NAN, &mut rng).map(drop)));
+    let mut w = Tensor::zeros(&[4, 3]).unwrap().into_variable();
+    assert!(arg(init::normal(&mut w, 0.0, f32::NAN, &mut rng)));
+    assert!(arg(init::normal(&mut w, 0.0, -1.0, &mut rng)));
+    assert!(arg(init::uniform(&mut w, 1.0, -1.0, &mut rng)));
+    assert!(arg(init::kaiming_uniform(&mut w, f32::NAN, init::FanMode::FanIn, &mut rng)));
+    assert!(arg(init::xavier_normal(&mut w, -1.0, &mut rng)));
+    assert_eq!(w.to_vec(), vec![0.0; 12], "a refused fill changes nothing");
+    assert!(arg(Dropout::new(f32::NAN, 0).map(drop)));
+    assert!(arg(LayerNorm::new(&[3], f32::NAN).map(drop)));
+    let mut stats = forgia::RunningStats::new(2).unwrap();
+    stats.momentum = f32::NAN;
+    assert!(arg(t(&[2, 2, 2, 2]).batch_norm(&mut stats, None, None, true, 1e-5).map(drop)));
+}
