@@ -194,6 +194,15 @@ pub enum ErrorKind {
         /// The returned shape.
         got: Vec<usize>,
     },
+    /// A backward record panicked (a custom op's backward, a checkpointed block): the pass was
+    /// rolled back like any other failure, so the graph is idle and, if retained, runnable.
+    #[error("{op}: backward panicked: {message}")]
+    BackwardPanicked {
+        /// The op whose record panicked.
+        op: &'static str,
+        /// The panic's message (its payload when that is a string).
+        message: String,
+    },
     /// A backward record returned no gradient for an operand that needs one.
     #[error("{op}: backward returned no gradient for operand {operand}")]
     MissingBackwardGradient {

@@ -3,6 +3,7 @@
 //! threads (the calling thread when the pool adopted it) and — for heavy independent
 //! branches — on the others. It never names an op.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -250,7 +251,7 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     if let Some(gy) = gy.as_ref().filter(|_| edge.parents.iter().any(Option::is_some)) {
         let _mode = set_grad_enabled(options.create_graph);
         let cx = VjpCtx { node, parents: &edge.parents, create_graph: options.create_graph };
-        let mut out = edge.record.backward(&cx, gy)?;
+        let mut out = run_record(&*edge.record, &cx, gy)?;
         check(edge.record.name(), &edge.parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
@@ -275,6 +276,26 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     // Release: a later pass's Acquire CAS on the state sees everything this firing did.
     node.state.store(IDLE, Ordering::Release);
     Ok(ready)
+}
+
+/// Runs a record, turning a panic in it (user code: a custom op's backward, a checkpointed
+/// block) into `BackwardPanicked`, so the pass fails and rolls back like any other error
+/// instead of unwinding past the rollback with nodes left pending or running.
+///
+/// `AssertUnwindSafe`: after a panic the engine touches only what the rollback resets (the
+/// node's counters, state and partial sum); the record itself is left as the panic left it,
+/// which is the user's state to fix, exactly as with a record that returns an error.
+fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    catch_unwind(AssertUnwindSafe(|| record.backward(cx, gy))).unwrap_or_else(|payload| {
+        let message = match payload.downcast::<String>() {
+            Ok(s) => *s,
+            Err(payload) => match payload.downcast::<&'static str>() {
+                Ok(s) => (*s).to_string(),
+                Err(_) => "a panic with a non-string payload".to_string(),
+            },
+        };
+        fail(ErrorKind::BackwardPanicked { op: record.name(), message })
+    })
 }
 
 /// Validates a record's output before any of it is delivered, and sums each gradient that
