@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::mode::set_grad_enabled;
-use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE, PENDING, RUNNING};
+use super::node::{attach, Backward, Grads, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
 use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
@@ -158,7 +158,7 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
                 visited.push(node.clone());
                 let edge = node.edge.lock();
                 let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
-                stack.extend(edge.parents.iter().flatten().filter(|p| !p.leaf).cloned());
+                stack.extend(edge.parents.iter().flatten().filter_map(Parent::interior).cloned());
             }
             Err(_) => {
                 if node.pass.load(Ordering::Relaxed) != pass_id {
@@ -247,16 +247,18 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     };
     let mut edge_slot = node.edge.lock();
     let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
+    // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
+    let parents: SmallVec<[Option<Arc<Node>>; 2]> = edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
     let mut grads = None;
-    if let Some(gy) = gy.as_ref().filter(|_| edge.parents.iter().any(Option::is_some)) {
+    if let Some(gy) = gy.as_ref().filter(|_| parents.iter().any(Option::is_some)) {
         let _mode = set_grad_enabled(options.create_graph);
-        let cx = VjpCtx { node, parents: &edge.parents, create_graph: options.create_graph };
+        let cx = VjpCtx { node, parents: &parents, create_graph: options.create_graph };
         let mut out = run_record(&*edge.record, &cx, gy)?;
-        check(edge.record.name(), &edge.parents, &mut out, options.detect_anomaly)?;
+        check(edge.record.name(), &parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
     let mut ready = SmallVec::new();
-    for (i, parent) in edge.parents.iter().enumerate() {
+    for (i, parent) in parents.iter().enumerate() {
         let Some(parent) = parent else { continue };
         if let Some(g) = grads.as_mut().and_then(|gs| gs[i].take()) {
             accumulate(parent, g, options.create_graph)?;
