@@ -35,15 +35,20 @@ pub enum ErrorKind {
         /// The shape it got.
         shape: Vec<usize>,
     },
-    /// An axis index outside `-rank..rank`.
-    #[error("{op}: axis {axis} out of range for rank {rank}")]
+    /// An axis index outside the op's valid range: `-rank..rank` for most ops, `-(rank+1)..=rank`
+    /// for ops that insert an axis (`unsqueeze`, `stack`), `-1..=0` for reducing a 0-d tensor.
+    #[error("{op}: axis {axis} out of range for rank {rank} (valid axes: {low}..={high})")]
     AxisOutOfRange {
         /// The op.
         op: &'static str,
-        /// The axis as given.
+        /// The axis as given (an unsigned axis past `isize::MAX` reads `isize::MAX`).
         axis: isize,
         /// The rank of the tensor.
         rank: usize,
+        /// The lowest valid axis.
+        low: isize,
+        /// The highest valid axis.
+        high: isize,
     },
     /// An axis named that the tensor does not carry.
     #[error("{op}: no axis named {name:?} in {names:?}")]

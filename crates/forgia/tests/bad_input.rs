@@ -93,7 +93,7 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
         ("narrow", a23.narrow(1, 2, 2), index),
         ("slice step", a23.slice(0, 0, 2, 0), arg),
         ("broadcast_to", a23.broadcast_to(&[3, 3]), shape),
-        ("squeeze", a23.squeeze(0), reshape),
+        ("squeeze", a23.squeeze(0), arg),
         ("unsqueeze", a23.unsqueeze(3), axis),
         ("flatten order", t(&[2, 3, 4]).flatten(2, 0), arg),
         ("concat shapes", Tensor::concat(&[&a23, &a34], 0), shape),
@@ -215,4 +215,62 @@ fn nan_bounds_and_reversed_ranges_are_errors_in_creation_init_and_layers() {
     let mut stats = forgia::RunningStats::new(2).unwrap();
     stats.momentum = f32::NAN;
     assert!(arg(t(&[2, 2, 2, 2]).batch_norm(&mut stats, None, None, true, 1e-5).map(drop)));
+}
+
+#[test]
+fn a_usize_axis_past_the_rank_is_out_of_range_never_read_as_negative() {
+    let x = t(&[2, 3]);
+    for (name, r) in [
+        ("sum", x.sum(usize::MAX, false)),
+        ("softmax", x.softmax(usize::MAX - 1)),
+        ("max", x.max(usize::MAX, false)),
+        ("narrow", x.narrow(usize::MAX, 0, 1)),
+        ("unsqueeze", x.unsqueeze(usize::MAX)),
+        ("stack", Tensor::stack(&[&x, &x], usize::MAX)),
+        ("sum u64", x.sum(u64::MAX, false)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { .. }), "{name}: {e}");
+    }
+    assert_eq!(x.sum(1usize, false).unwrap().to_vec(), x.sum(-1, false).unwrap().to_vec());
+}
+
+#[test]
+fn unsqueeze_and_stack_take_any_axis_argument_and_name_the_valid_range() {
+    let x = t(&[2, 3]);
+    assert_eq!(x.unsqueeze(2usize).unwrap().shape(), &[2, 3, 1]);
+    assert_eq!(x.unsqueeze(-1).unwrap().shape(), &[2, 3, 1], "negative counts from the output's end");
+    assert_eq!(x.unsqueeze(-3).unwrap().shape(), &[1, 2, 3]);
+    assert_eq!(Tensor::stack(&[&x, &x], -1).unwrap().shape(), &[2, 3, 2]);
+    assert_eq!(Tensor::stack(&[&x, &x], 1usize).unwrap().shape(), &[2, 2, 3]);
+    let e = x.unsqueeze(3).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { axis: 3, rank: 2, low: -3, high: 2, .. }), "{e}");
+    assert!(e.to_string().contains("-3..=2"), "{e}");
+    let e = x.sum(2, false).unwrap_err();
+    assert!(e.to_string().contains("-2..=1"), "{e}");
+    assert!(matches!(x.unsqueeze("new").unwrap_err().kind(), ErrorKind::UnknownAxisName { .. }));
+}
+
+#[test]
+fn a_scalar_reduces_over_axis_0_or_minus_1_as_in_pytorch() {
+    let s = Tensor::scalar(2.5);
+    for a in [0, -1] {
+        assert_eq!(s.sum(a, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(s.sum(a, true).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.mean(a, false).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.max(a, false).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.min(a, true).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(s.argmax(a).unwrap(), [0]);
+        assert_eq!(s.prod(a, false).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.cumsum(a).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(s.softmax(a).unwrap().to_vec(), [1.0]);
+        assert_eq!(s.logsumexp(a, false).unwrap().to_vec(), [2.5]);
+    }
+    let e = s.sum(1, false).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { rank: 0, low: -1, high: 0, .. }), "{e}");
+    assert!(matches!(s.sum([0, -1], false).unwrap_err().kind(), ErrorKind::DuplicateAxis { .. }));
+    // and the gradient flows through
+    let v = Tensor::variable(vec![3.0], &[]).unwrap();
+    v.sum(0, false).unwrap().scale(2.0).backward().unwrap();
+    assert_eq!(v.grad().unwrap().to_vec(), [2.0]);
 }

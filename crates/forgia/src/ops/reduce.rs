@@ -15,12 +15,18 @@ pub(crate) use crate::tensor::ReducePlan as Plan;
 
 impl Tensor {
     /// Sum over `axes` (an index, a name, or a list of them); `keepdim` keeps them as size 1.
+    /// As in PyTorch, a 0-d tensor accepts axis 0 or -1 (here and in every reduction, softmax
+    /// and cumsum) and gives a 0-d result.
     ///
     /// Backward: `gx = broadcast(gy reshaped to the kept shape, x.shape)` (a free view).
     ///
     /// # Errors
     /// `AxisOutOfRange`, `UnknownAxisName` or `DuplicateAxis` for bad axes.
     pub fn sum(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        if let Some(v) = scalar_as_vector(self, "sum", &axes)? {
+            return v.sum(0, false);
+        }
         let axes = self.axes("sum", axes)?;
         let plan = Plan::new(self, &axes, keepdim)?;
         let data = k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner)?;
@@ -35,6 +41,10 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::sum`], plus `EmptyTensor` when a reduced axis has size 0.
     pub fn mean(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        if let Some(v) = scalar_as_vector(self, "mean", &axes)? {
+            return v.mean(0, false);
+        }
         let axes = self.axes("mean", axes)?;
         let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
         if n == 0 {
@@ -85,6 +95,16 @@ impl Tensor {
             scale: inv,
         }))
     }
+}
+
+/// PyTorch reduces a 0-d tensor over axis 0 or -1 as if it had shape `[1]`, giving a 0-d
+/// result (`keepdim` included): for such a call, the checked `[1]` view to reduce instead.
+pub(crate) fn scalar_as_vector(x: &Tensor, op: &'static str, axes: &Axes) -> Result<Option<Tensor>> {
+    if x.rank() != 0 {
+        return Ok(None);
+    }
+    crate::tensor::check_scalar_axes(op, axes)?;
+    Ok(Some(x.reshape(&[1])?))
 }
 
 /// The gradient of a reduction broadcast back to the input: `gy` reshaped to the kept shape
@@ -150,7 +170,11 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::max`].
     pub fn argmax(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
-        Ok(self.extremum_parts("argmax", axis.into(), true)?.2)
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "argmax", &Axes(vec![axis.clone()]))? {
+            return v.argmax(0);
+        }
+        Ok(self.extremum_parts("argmax", axis, true)?.2)
     }
 
     /// The position of the first minimum along `axis`; layout as [`Tensor::argmax`].
@@ -158,7 +182,11 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::max`].
     pub fn argmin(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
-        Ok(self.extremum_parts("argmin", axis.into(), false)?.2)
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "argmin", &Axes(vec![axis.clone()]))? {
+            return v.argmin(0);
+        }
+        Ok(self.extremum_parts("argmin", axis, false)?.2)
     }
 
     /// Checks, plans and runs an extremum: `(plan, values, positions)`.
@@ -173,6 +201,9 @@ impl Tensor {
     }
 
     fn extremum(&self, op: &'static str, axis: Axis, keepdim: bool, max: bool) -> Result<Tensor> {
+        if let Some(v) = scalar_as_vector(self, op, &Axes(vec![axis.clone()]))? {
+            return v.extremum(op, Axis::Index(0), false, max);
+        }
         let (plan, vals, args) = self.extremum_parts(op, axis, max)?;
         let shape = if keepdim { &plan.kept } else { &plan.out };
         let out = Tensor::from_parts(vals, shape);
