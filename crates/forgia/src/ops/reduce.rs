@@ -9,7 +9,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axes, Axis, Shape};
+use crate::tensor::{Array, Axes, Axis, Shape};
 
 pub(crate) use crate::tensor::ReducePlan as Plan;
 
@@ -137,24 +137,36 @@ impl Tensor {
         self.extremum("min", axis.into(), keepdim, false)
     }
 
-    /// The maximum of every element, as a rank-0 tensor.
+    /// The maximum of every element, as a rank-0 tensor. NaN propagates.
     ///
-    /// Backward: `gy` flows to the first maximal element (row-major order).
+    /// Backward: `gy` is split evenly between the elements equal to the maximum (the NaNs,
+    /// when it is NaN), as `torch.max()` does; [`Tensor::max`] over an axis picks one.
     ///
     /// # Errors
     /// `EmptyTensor` on an empty tensor.
     pub fn max_all(&self) -> Result<Tensor> {
-        self.reshape(&[self.numel()])?.extremum("max_all", Axis::Index(0), false, true)
+        self.extremum_all("max_all", true)
     }
 
-    /// The minimum of every element, as a rank-0 tensor.
+    /// The minimum of every element, as a rank-0 tensor. NaN propagates.
     ///
-    /// Backward: `gy` flows to the first minimal element (row-major order).
+    /// Backward: `gy` split evenly between the minimal elements, as [`Tensor::max_all`].
     ///
     /// # Errors
     /// `EmptyTensor` on an empty tensor.
     pub fn min_all(&self) -> Result<Tensor> {
-        self.reshape(&[self.numel()])?.extremum("min_all", Axis::Index(0), false, false)
+        self.extremum_all("min_all", false)
+    }
+
+    fn extremum_all(&self, op: &'static str, max: bool) -> Result<Tensor> {
+        let flat = self.reshape(&[self.numel()])?;
+        let m = flat.extremum_parts(op, Axis::Index(0), max)?.1[0];
+        Ok(attach(Tensor::scalar(m), &[self], || {
+            let hit = |x: f32| x == m || (m.is_nan() && x.is_nan());
+            let count = flat.with_data(|d| d.iter().filter(|&&x| hit(x)).count()) as f32;
+            let weights = flat.with_data(|d| d.iter().map(|&x| if hit(x) { 1.0 / count } else { 0.0 }).collect());
+            TiedExtremumBackward { name: op, weights: Tensor::from_parts(weights, self.shape()).value() }
+        }))
     }
 
     /// The position of the first maximum along `axis`, for every other index: a `Vec` in
@@ -245,6 +257,25 @@ impl Backward for ExtremumBackward {
         }
         let mask = Tensor::from_parts(mask, &self.in_shape);
         let g = expand_reduced(gy, &self.kept, &self.in_shape)?.mul(&mask)?;
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
+/// `gx = gy · w`, with `w` the constant weights `1/count` on the tied extrema (differentiable
+/// in `gy`).
+struct TiedExtremumBackward {
+    name: &'static str,
+    weights: Array,
+}
+
+impl Backward for TiedExtremumBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let _ = cx;
+        let g = expand_reduced(gy, &[], self.weights.shape())?.mul(&Tensor::from(&self.weights))?;
         Ok(SmallVec::from_elem(Some(g), 1))
     }
 }
