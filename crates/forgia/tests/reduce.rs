@@ -269,3 +269,13 @@ fn max_all_with_ties_splits_the_gradient_evenly_like_torch_max() {
     z.max(0, false).unwrap().backward().unwrap();
     close(&z.grad().unwrap(), &[1.0, 0.0]);
 }
+
+#[test]
+fn the_variance_of_identical_values_is_exactly_zero() {
+    let x = Tensor::from_vec(vec![0.1; 3], &[3]).unwrap();
+    assert_eq!(x.var(0, 1, false).unwrap().to_vec(), [0.0]);
+    let rows = Tensor::from_vec(vec![0.1, 0.1, 0.1, 1e4 + 1.0, 1e4 + 2.0, 1e4 + 3.0], &[2, 3]).unwrap();
+    assert_eq!(rows.var(1, 1, false).unwrap().to_vec(), [0.0, 1.0]);
+    let cols = Tensor::from_vec(vec![0.7; 12], &[3, 4]).unwrap();
+    assert_eq!(cols.var([0, 1], 0, true).unwrap().to_vec(), [0.0]);
+}

@@ -38,7 +38,13 @@ impl Tensor {
             });
         }
         let denom = (n - correction) as f32;
-        let plan = Plan::new(self, &axes, keepdim)?;
+        // The variance is shift-invariant: shifted by the first element of each reduced set,
+        // identical values are exactly 0 (the kernel's mean comes from a rounded f32 sum, so
+        // `var([0.1; 3])` was 8e-17), and values far from 0 lose less to cancellation.
+        let x = self.detach();
+        let first = axes.iter().try_fold(x.clone(), |f, &a| f.narrow(a, 0, 1))?;
+        let shifted = x.sub(&first)?;
+        let plan = Plan::new(&shifted, &axes, keepdim)?;
         let out = Tensor::from_parts(k::var(plan.data.packed(), plan.outer, plan.red, plan.inner, denom)?, &plan.out);
         Ok(attach(out, &[self], || VarBackward {
             x: self.value(),
