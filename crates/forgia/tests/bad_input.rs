@@ -56,7 +56,7 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
         ("maximum", a23.maximum(&a4), shape),
         ("minimum", a23.minimum(&a4), shape),
         ("where_ shapes", Tensor::where_(&Tensor::ones(&[4]).unwrap(), &a23, &a23), shape),
-        ("where_ non-binary mask", Tensor::where_(&Tensor::full(&[2, 3], 0.5).unwrap(), &a23, &a23), arg),
+        ("where_ mask shape", Tensor::where_(&Tensor::full(&[4], 0.5).unwrap(), &a23, &a23), shape),
         ("masked_fill", a23.masked_fill(&Tensor::ones(&[4]).unwrap(), 0.0), shape),
         ("clamp min > max", a23.clamp(1.0, 0.0), arg),
         ("clamp NaN bound", a23.clamp(f32::NAN, 1.0), arg),
@@ -273,4 +273,30 @@ fn a_scalar_reduces_over_axis_0_or_minus_1_as_in_pytorch() {
     let v = Tensor::variable(vec![3.0], &[]).unwrap();
     v.sum(0, false).unwrap().scale(2.0).backward().unwrap();
     assert_eq!(v.grad().unwrap().to_vec(), [2.0]);
+}
+
+#[test]
+fn error_messages_speak_of_the_callers_arguments() {
+    let msg = |r: forgia::Result<Tensor>| r.unwrap_err().to_string();
+    let m = msg(t(&[2, 3]).matmul(&t(&[4])));
+    assert!(m.contains("[2, 3]") && m.contains("[4]") && !m.contains("[4, 1]"), "{m}");
+    let m = msg(t(&[4]).matmul(&t(&[3, 2])));
+    assert!(m.contains("[4]") && m.contains("[3, 2]") && !m.contains("[1, 4]"), "{m}");
+    let x1 = t(&[1, 2, 5]);
+    let w1 = t(&[3, 2, 7]);
+    let m = msg(x1.conv1d(&w1, None, Conv1dOptions::default()));
+    assert!(m.starts_with("conv1d") && !m.contains("conv2d"), "{m}");
+    let m = msg(x1.conv1d(&t(&[3, 2, 3]), None, Conv1dOptions { stride: 0, ..Conv1dOptions::default() }));
+    assert!(m.starts_with("conv1d: invalid stride") && !m.contains("(1, 0)"), "{m}");
+    let m = msg(x1.conv1d(&t(&[3, 4, 3]), None, Conv1dOptions::default()));
+    assert!(m.contains("[1, 2, 5]") && m.contains("[3, 4, 3]"), "{m}");
+    let m = msg(t(&[2, 3]).squeeze(1));
+    assert!(m.contains("axis 1 has size 3"), "{m}");
+    let m = msg(t(&[2, 3]).unsqueeze(3));
+    assert!(m.contains("-3..=2"), "{m}");
+    let m = msg(Tensor::one_hot(&[usize::MAX], 3));
+    assert!(!m.contains("-1"), "{m}");
+    let empty = t(&[0]);
+    let m = msg(loss::mse_loss(&empty, &empty, Reduction::Mean));
+    assert!(m.starts_with("mse_loss") && !m.contains("mean_all"), "{m}");
 }

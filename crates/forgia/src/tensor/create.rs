@@ -151,7 +151,9 @@ impl Array {
     /// shape is too large.
     pub fn one_hot(indices: &[usize], classes: usize) -> Result<Array> {
         if let Some(&i) = indices.iter().find(|&&i| i >= classes) {
-            return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index: i as i64, size: classes });
+            // Saturated, never wrapped: usize::MAX is not "index -1".
+            let index = i64::try_from(i).unwrap_or(i64::MAX);
+            return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index, size: classes });
         }
         let shape = [indices.len(), classes];
         let mut data = filled_vec("one_hot", &shape, 0.0)?;
