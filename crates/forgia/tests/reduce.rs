@@ -264,7 +264,7 @@ fn max_all_with_ties_splits_the_gradient_evenly_like_torch_max() {
     assert!(m.item().unwrap().is_nan());
     m.backward().unwrap();
     close(&y.grad().unwrap(), &[0.0, 0.5, 0.0, 0.5]); // a NaN extremum: the NaNs share it
-    // the axis form still picks one position, as torch.max(dim) does
+                                                      // the axis form still picks one position, as torch.max(dim) does
     let z = Tensor::variable(vec![5.0, 5.0], &[2]).unwrap();
     z.max(0, false).unwrap().backward().unwrap();
     close(&z.grad().unwrap(), &[1.0, 0.0]);

@@ -248,7 +248,8 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     let mut edge_slot = node.edge.lock();
     let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
     // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
-    let parents: SmallVec<[Option<Arc<Node>>; 2]> = edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
+    let parents: SmallVec<[Option<Arc<Node>>; 2]> =
+        edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
     let mut grads = None;
     if let Some(gy) = gy.as_ref().filter(|_| parents.iter().any(Option::is_some)) {
         let _mode = set_grad_enabled(options.create_graph);

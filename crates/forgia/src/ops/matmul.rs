@@ -72,9 +72,11 @@ impl Tensor {
         }
         // A promoted 1-D operand must not show up in an error: report the caller's shapes.
         let callers = |e: Error| match e.kind() {
-            ErrorKind::ShapeMismatch { op: "matmul", .. } => {
-                Error::from(ErrorKind::ShapeMismatch { op: "matmul", lhs: self.shape().to_vec(), rhs: other.shape().to_vec() })
-            }
+            ErrorKind::ShapeMismatch { op: "matmul", .. } => Error::from(ErrorKind::ShapeMismatch {
+                op: "matmul",
+                lhs: self.shape().to_vec(),
+                rhs: other.shape().to_vec(),
+            }),
             _ => e,
         };
         match (self.rank(), other.rank()) {
