@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+pub(crate) mod check;
+
 /// Shorthand for `std::result::Result<T, forgia::Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -33,15 +35,20 @@ pub enum ErrorKind {
         /// The shape it got.
         shape: Vec<usize>,
     },
-    /// An axis index outside `-rank..rank`.
-    #[error("{op}: axis {axis} out of range for rank {rank}")]
+    /// An axis index outside the op's valid range: `-rank..rank` for most ops, `-(rank+1)..=rank`
+    /// for ops that insert an axis (`unsqueeze`, `stack`), `-1..=0` for reducing a 0-d tensor.
+    #[error("{op}: axis {axis} out of range for rank {rank} (valid axes: {low}..={high})")]
     AxisOutOfRange {
         /// The op.
         op: &'static str,
-        /// The axis as given.
+        /// The axis as given (an unsigned axis past `isize::MAX` reads `isize::MAX`).
         axis: isize,
         /// The rank of the tensor.
         rank: usize,
+        /// The lowest valid axis.
+        low: isize,
+        /// The highest valid axis.
+        high: isize,
     },
     /// An axis named that the tensor does not carry.
     #[error("{op}: no axis named {name:?} in {names:?}")]
@@ -191,6 +198,15 @@ pub enum ErrorKind {
         expected: Vec<usize>,
         /// The returned shape.
         got: Vec<usize>,
+    },
+    /// A backward record panicked (a custom op's backward, a checkpointed block): the pass was
+    /// rolled back like any other failure, so the graph is idle and, if retained, runnable.
+    #[error("{op}: backward panicked: {message}")]
+    BackwardPanicked {
+        /// The op whose record panicked.
+        op: &'static str,
+        /// The panic's message (its payload when that is a string).
+        message: String,
     },
     /// A backward record returned no gradient for an operand that needs one.
     #[error("{op}: backward returned no gradient for operand {operand}")]

@@ -56,7 +56,7 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
         ("maximum", a23.maximum(&a4), shape),
         ("minimum", a23.minimum(&a4), shape),
         ("where_ shapes", Tensor::where_(&Tensor::ones(&[4]).unwrap(), &a23, &a23), shape),
-        ("where_ non-binary mask", Tensor::where_(&Tensor::full(&[2, 3], 0.5).unwrap(), &a23, &a23), arg),
+        ("where_ mask shape", Tensor::where_(&Tensor::full(&[4], 0.5).unwrap(), &a23, &a23), shape),
         ("masked_fill", a23.masked_fill(&Tensor::ones(&[4]).unwrap(), 0.0), shape),
         ("clamp min > max", a23.clamp(1.0, 0.0), arg),
         ("clamp NaN bound", a23.clamp(f32::NAN, 1.0), arg),
@@ -93,7 +93,7 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
         ("narrow", a23.narrow(1, 2, 2), index),
         ("slice step", a23.slice(0, 0, 2, 0), arg),
         ("broadcast_to", a23.broadcast_to(&[3, 3]), shape),
-        ("squeeze", a23.squeeze(0), reshape),
+        ("squeeze", a23.squeeze(0), arg),
         ("unsqueeze", a23.unsqueeze(3), axis),
         ("flatten order", t(&[2, 3, 4]).flatten(2, 0), arg),
         ("concat shapes", Tensor::concat(&[&a23, &a34], 0), shape),
@@ -190,4 +190,113 @@ fn empty_tensors_flow_through_ops_that_allow_them() {
     assert_eq!(e.matmul(&t(&[3, 2])).unwrap().shape(), &[0, 2]);
     assert_eq!(e.softmax(1).unwrap().shape(), &[0, 3]);
     assert_eq!(Tensor::concat(&[&e, &t(&[1, 3])], 0).unwrap().shape(), &[1, 3]);
+}
+
+#[test]
+fn nan_bounds_and_reversed_ranges_are_errors_in_creation_init_and_layers() {
+    use forgia::nn::{init, Dropout, LayerNorm};
+    use forgia::Rng;
+    let arg = |r: Result<(), forgia::Error>| matches!(r.unwrap_err().kind(), ErrorKind::InvalidArgument { .. });
+    let mut rng = Rng::new(0);
+    assert!(arg(Tensor::arange(f32::NAN, 5.0, 1.0).map(drop)), "arange NaN start was an empty tensor");
+    assert!(arg(Tensor::arange(0.0, f32::NAN, 1.0).map(drop)));
+    assert!(arg(Tensor::linspace(0.0, f32::INFINITY, 3).map(drop)));
+    assert!(arg(Tensor::rand(&[2], 1.0, 0.0, &mut rng).map(drop)));
+    assert!(arg(Tensor::randn(&[2], 0.0, f32::NAN, &mut rng).map(drop)));
+    let mut w = Tensor::zeros(&[4, 3]).unwrap().into_variable();
+    assert!(arg(init::normal(&mut w, 0.0, f32::NAN, &mut rng)));
+    assert!(arg(init::normal(&mut w, 0.0, -1.0, &mut rng)));
+    assert!(arg(init::uniform(&mut w, 1.0, -1.0, &mut rng)));
+    assert!(arg(init::kaiming_uniform(&mut w, f32::NAN, init::FanMode::FanIn, &mut rng)));
+    assert!(arg(init::xavier_normal(&mut w, -1.0, &mut rng)));
+    assert_eq!(w.to_vec(), vec![0.0; 12], "a refused fill changes nothing");
+    assert!(arg(Dropout::new(f32::NAN, 0).map(drop)));
+    assert!(arg(LayerNorm::new(&[3], f32::NAN).map(drop)));
+    let mut stats = forgia::RunningStats::new(2).unwrap();
+    stats.momentum = f32::NAN;
+    assert!(arg(t(&[2, 2, 2, 2]).batch_norm(&mut stats, None, None, true, 1e-5).map(drop)));
+}
+
+#[test]
+fn a_usize_axis_past_the_rank_is_out_of_range_never_read_as_negative() {
+    let x = t(&[2, 3]);
+    for (name, r) in [
+        ("sum", x.sum(usize::MAX, false)),
+        ("softmax", x.softmax(usize::MAX - 1)),
+        ("max", x.max(usize::MAX, false)),
+        ("narrow", x.narrow(usize::MAX, 0, 1)),
+        ("unsqueeze", x.unsqueeze(usize::MAX)),
+        ("stack", Tensor::stack(&[&x, &x], usize::MAX)),
+        ("sum u64", x.sum(u64::MAX, false)),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { .. }), "{name}: {e}");
+    }
+    assert_eq!(x.sum(1usize, false).unwrap().to_vec(), x.sum(-1, false).unwrap().to_vec());
+}
+
+#[test]
+fn unsqueeze_and_stack_take_any_axis_argument_and_name_the_valid_range() {
+    let x = t(&[2, 3]);
+    assert_eq!(x.unsqueeze(2usize).unwrap().shape(), &[2, 3, 1]);
+    assert_eq!(x.unsqueeze(-1).unwrap().shape(), &[2, 3, 1], "negative counts from the output's end");
+    assert_eq!(x.unsqueeze(-3).unwrap().shape(), &[1, 2, 3]);
+    assert_eq!(Tensor::stack(&[&x, &x], -1).unwrap().shape(), &[2, 3, 2]);
+    assert_eq!(Tensor::stack(&[&x, &x], 1usize).unwrap().shape(), &[2, 2, 3]);
+    let e = x.unsqueeze(3).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { axis: 3, rank: 2, low: -3, high: 2, .. }), "{e}");
+    assert!(e.to_string().contains("-3..=2"), "{e}");
+    let e = x.sum(2, false).unwrap_err();
+    assert!(e.to_string().contains("-2..=1"), "{e}");
+    assert!(matches!(x.unsqueeze("new").unwrap_err().kind(), ErrorKind::UnknownAxisName { .. }));
+}
+
+#[test]
+fn a_scalar_reduces_over_axis_0_or_minus_1_as_in_pytorch() {
+    let s = Tensor::scalar(2.5);
+    for a in [0, -1] {
+        assert_eq!(s.sum(a, false).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(s.sum(a, true).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.mean(a, false).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.max(a, false).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.min(a, true).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(s.argmax(a).unwrap(), [0]);
+        assert_eq!(s.prod(a, false).unwrap().to_vec(), [2.5]);
+        assert_eq!(s.cumsum(a).unwrap().shape(), &[] as &[usize]);
+        assert_eq!(s.softmax(a).unwrap().to_vec(), [1.0]);
+        assert_eq!(s.logsumexp(a, false).unwrap().to_vec(), [2.5]);
+    }
+    let e = s.sum(1, false).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { rank: 0, low: -1, high: 0, .. }), "{e}");
+    assert!(matches!(s.sum([0, -1], false).unwrap_err().kind(), ErrorKind::DuplicateAxis { .. }));
+    // and the gradient flows through
+    let v = Tensor::variable(vec![3.0], &[]).unwrap();
+    v.sum(0, false).unwrap().scale(2.0).backward().unwrap();
+    assert_eq!(v.grad().unwrap().to_vec(), [2.0]);
+}
+
+#[test]
+fn error_messages_speak_of_the_callers_arguments() {
+    let msg = |r: forgia::Result<Tensor>| r.unwrap_err().to_string();
+    let m = msg(t(&[2, 3]).matmul(&t(&[4])));
+    assert!(m.contains("[2, 3]") && m.contains("[4]") && !m.contains("[4, 1]"), "{m}");
+    let m = msg(t(&[4]).matmul(&t(&[3, 2])));
+    assert!(m.contains("[4]") && m.contains("[3, 2]") && !m.contains("[1, 4]"), "{m}");
+    let x1 = t(&[1, 2, 5]);
+    let w1 = t(&[3, 2, 7]);
+    let m = msg(x1.conv1d(&w1, None, Conv1dOptions::default()));
+    assert!(m.starts_with("conv1d") && !m.contains("conv2d"), "{m}");
+    let m = msg(x1.conv1d(&t(&[3, 2, 3]), None, Conv1dOptions { stride: 0, ..Conv1dOptions::default() }));
+    assert!(m.starts_with("conv1d: invalid stride") && !m.contains("(1, 0)"), "{m}");
+    let m = msg(x1.conv1d(&t(&[3, 4, 3]), None, Conv1dOptions::default()));
+    assert!(m.contains("[1, 2, 5]") && m.contains("[3, 4, 3]"), "{m}");
+    let m = msg(t(&[2, 3]).squeeze(1));
+    assert!(m.contains("axis 1 has size 3"), "{m}");
+    let m = msg(t(&[2, 3]).unsqueeze(3));
+    assert!(m.contains("-3..=2"), "{m}");
+    let m = msg(Tensor::one_hot(&[usize::MAX], 3));
+    assert!(!m.contains("-1"), "{m}");
+    let empty = t(&[0]);
+    let m = msg(loss::mse_loss(&empty, &empty, Reduction::Mean));
+    assert!(m.starts_with("mse_loss") && !m.contains("mean_all"), "{m}");
 }

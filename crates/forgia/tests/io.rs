@@ -238,6 +238,33 @@ fn file_errors_are_io_errors_and_writes_leave_no_temporary_files() {
 }
 
 #[test]
+#[cfg(target_os = "linux")]
+fn a_later_save_removes_temporary_files_of_dead_writers_but_never_of_live_ones() {
+    let d = dir("stale");
+    // A PID that is certainly gone: a child we started and reaped.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{dead}")).exists());
+    let me = std::process::id();
+    let stale = format!(".m.safetensors.tmp-{dead}-0");
+    let live_init = ".m.safetensors.tmp-1-3"; // PID 1 is always alive
+    let live_mine = format!(".m.safetensors.tmp-{me}-999999");
+    let other_target = format!(".other.safetensors.tmp-{dead}-0");
+    let not_ours = format!(".m.safetensors.tmp-{dead}-x");
+    for name in [stale.as_str(), live_init, &live_mine, &other_target, &not_ours] {
+        std::fs::write(d.join(name), b"a killed writer's partial bytes").unwrap();
+    }
+    io::save_model(d.join("m.safetensors"), &mlp(1)).unwrap();
+    let mut files: Vec<String> =
+        std::fs::read_dir(&*d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    files.sort();
+    let mut expected = vec![live_init.to_string(), live_mine, other_target, not_ours, "m.safetensors".to_string()];
+    expected.sort();
+    assert_eq!(files, expected, "only the dead writer's temporary of this target is removed");
+}
+
+#[test]
 fn foreign_files_without_a_checksum_load_and_other_dtypes_are_rejected() {
     use safetensors::tensor::{Dtype, TensorView};
     let d = dir("foreign");

@@ -299,3 +299,39 @@ fn schedules_follow_their_formulas_and_compose() {
     assert!((w.lr_at(54) - 0.55).abs() < 1e-6);
     assert!(LinearWarmup::new(4, 1.5, c).is_err());
 }
+
+#[test]
+fn a_nan_or_negative_learning_rate_is_refused_by_every_entry_point_that_takes_one() {
+    let is_lr_arg = |e: forgia::Error| matches!(e.kind(), ErrorKind::InvalidArgument { arg: "lr", .. });
+    let mut opt = Sgd::new(SgdConfig { lr: 0.1, ..SgdConfig::default() }).unwrap();
+    for bad in [f32::NAN, -0.1, f32::INFINITY] {
+        assert!(is_lr_arg(opt.set_lr(bad).unwrap_err()), "set_lr({bad})");
+        assert_eq!(opt.lr(), 0.1, "a refused rate leaves the old one");
+        assert!(is_lr_arg(StepLr::new(bad, 10, 0.5).unwrap_err()));
+        assert!(is_lr_arg(CosineAnnealing::new(bad, 0.0, 10).unwrap_err()));
+        assert!(is_lr_arg(Adam::new(AdamConfig { lr: bad, ..AdamConfig::adam() }).err().unwrap()));
+    }
+    opt.set_lr(0.05).unwrap();
+    assert_eq!(opt.lr(), 0.05);
+    // load_state with a negative saved rate
+    let m = pair();
+    let mut state = opt.state();
+    state.iter_mut().filter(|(k, _)| k == "lr").for_each(|(_, t)| *t = Tensor::scalar(-1.0));
+    assert!(is_lr_arg(opt.load_state(&m, &state).unwrap_err()));
+    assert_eq!(opt.lr(), 0.05);
+}
+
+#[test]
+fn nan_or_out_of_domain_hyperparameters_are_errors_everywhere() {
+    let arg = |r: Result<(), forgia::Error>| matches!(r.unwrap_err().kind(), ErrorKind::InvalidArgument { .. });
+    let d = SgdConfig::default();
+    assert!(arg(Sgd::new(SgdConfig { momentum: f32::NAN, ..d }).map(drop)));
+    assert!(arg(Sgd::new(SgdConfig { weight_decay: -1.0, ..d }).map(drop)));
+    assert!(arg(Adam::new(AdamConfig { betas: (f32::NAN, 0.9), ..AdamConfig::adam() }).map(drop)));
+    assert!(arg(AdamW::new(AdamConfig { weight_decay: f32::NAN, ..AdamConfig::adamw() }).map(drop)));
+    assert!(arg(StepLr::new(0.1, 10, f32::NAN).map(drop)));
+    assert!(arg(StepLr::new(0.1, 10, -0.5).map(drop)));
+    assert!(arg(CosineAnnealing::new(0.1, f32::NAN, 10).map(drop)));
+    assert!(arg(LinearWarmup::new(5, f32::NAN, StepLr::new(0.1, 1, 0.5).unwrap()).map(drop)));
+    assert!(arg(clip_grad_norm(&pair(), f32::NAN).map(drop)));
+}

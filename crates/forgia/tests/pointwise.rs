@@ -354,17 +354,41 @@ fn clamp_rejects_inverted_or_nan_bounds() {
 }
 
 #[test]
-fn where_and_masked_fill_reject_bad_masks_and_shapes() {
+fn where_and_masked_fill_reject_bad_shapes() {
     let x = t(&[1.0; 6], &[2, 3]);
     let e = Tensor::where_(&t(&[1.0, 0.0], &[2]), &x, &x).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::ShapeMismatch { .. }));
-    let e = Tensor::where_(&t(&[0.5, 0.0, 1.0], &[3]), &x, &x).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::InvalidArgument { arg: "mask", .. }));
     // The mask may not grow the input's shape.
     let e = t(&[1.0; 3], &[3]).masked_fill(&t(&[1.0; 6], &[2, 3]), 0.0).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::ShapeMismatch { op: "masked_fill", .. }));
-    let e = x.masked_fill(&t(&[2.0; 3], &[3]), 0.0).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }));
+}
+
+#[test]
+fn any_nonzero_mask_value_is_true_as_in_pytorch() {
+    let (a, b) = (t(&[1.0, 2.0, 3.0, 4.0], &[4]), t(&[-1.0; 4], &[4]));
+    let mask = t(&[0.5, 0.0, -2.0, f32::NAN], &[4]);
+    assert_eq!(Tensor::where_(&mask, &a, &b).unwrap().to_vec(), [1.0, -1.0, 3.0, 4.0]);
+    assert_eq!(a.masked_fill(&mask, 9.0).unwrap().to_vec(), [9.0, 2.0, 9.0, 9.0]);
+    let v = Tensor::variable(vec![1.0, 2.0, 3.0, 4.0], &[4]).unwrap();
+    Tensor::where_(&mask, &v, &b).unwrap().sum_all().backward().unwrap();
+    assert_eq!(v.grad().unwrap().to_vec(), [1.0, 0.0, 1.0, 1.0]);
+}
+
+#[test]
+fn relu_and_its_relatives_propagate_nan() {
+    let x = Tensor::variable(vec![f32::NAN, -1.0, 2.0], &[3]).unwrap();
+    let y = x.relu();
+    let v = y.to_vec();
+    assert!(v[0].is_nan(), "relu(NaN) was 0");
+    assert_eq!(&v[1..], [0.0, 2.0]);
+    y.sum_all().backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), [1.0, 0.0, 1.0]); // PyTorch's threshold_backward
+    let nan = t(&[f32::NAN], &[1]);
+    assert!(nan.leaky_relu(0.1).item().unwrap().is_nan());
+    assert!(nan.clamp(-1.0, 1.0).unwrap().item().unwrap().is_nan());
+    assert!(nan.maximum(&t(&[0.0], &[1])).unwrap().item().unwrap().is_nan());
+    assert!(t(&[0.0], &[1]).minimum(&nan).unwrap().item().unwrap().is_nan());
+    assert!(nan.softplus().item().unwrap().is_nan());
 }
 
 #[test]

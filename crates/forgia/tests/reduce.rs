@@ -73,7 +73,7 @@ fn max_all_and_min_all_reduce_every_element() {
     assert_eq!(hi.shape(), &[] as &[usize]);
     assert_eq!((hi.item().unwrap(), lo.item().unwrap()), (7.0, -3.0));
     hi.sub(&lo).unwrap().backward().unwrap();
-    close(&x.grad().unwrap(), &[0.0, 1.0, -1.0, 0.0]); // first 7 gets +1, -3 gets -1
+    close(&x.grad().unwrap(), &[0.0, 0.5, -1.0, 0.5]); // the two 7s share +1, -3 gets -1
     assert_eq!(Tensor::scalar(2.0).max_all().unwrap().item().unwrap(), 2.0);
 }
 
@@ -252,4 +252,30 @@ fn reductions_over_empty_axes_are_errors_where_they_have_no_value() {
 fn var_rejects_a_correction_that_leaves_no_degrees_of_freedom() {
     let e = t(&[1.0, 2.0], &[2]).var(0, 2, false).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::InvalidArgument { op: "var", arg: "correction", .. }));
+}
+
+#[test]
+fn max_all_with_ties_splits_the_gradient_evenly_like_torch_max() {
+    let x = Tensor::variable(vec![2.0, 5.0, 5.0, 1.0, 5.0], &[5]).unwrap();
+    x.max_all().unwrap().scale(3.0).backward().unwrap();
+    close(&x.grad().unwrap(), &[0.0, 1.0, 1.0, 0.0, 1.0]); // 3 shared by three maxima
+    let y = Tensor::variable(vec![1.0, f32::NAN, 0.0, f32::NAN], &[2, 2]).unwrap();
+    let m = y.min_all().unwrap();
+    assert!(m.item().unwrap().is_nan());
+    m.backward().unwrap();
+    close(&y.grad().unwrap(), &[0.0, 0.5, 0.0, 0.5]); // a NaN extremum: the NaNs share it
+                                                      // the axis form still picks one position, as torch.max(dim) does
+    let z = Tensor::variable(vec![5.0, 5.0], &[2]).unwrap();
+    z.max(0, false).unwrap().backward().unwrap();
+    close(&z.grad().unwrap(), &[1.0, 0.0]);
+}
+
+#[test]
+fn the_variance_of_identical_values_is_exactly_zero() {
+    let x = Tensor::from_vec(vec![0.1; 3], &[3]).unwrap();
+    assert_eq!(x.var(0, 1, false).unwrap().to_vec(), [0.0]);
+    let rows = Tensor::from_vec(vec![0.1, 0.1, 0.1, 1e4 + 1.0, 1e4 + 2.0, 1e4 + 3.0], &[2, 3]).unwrap();
+    assert_eq!(rows.var(1, 1, false).unwrap().to_vec(), [0.0, 1.0]);
+    let cols = Tensor::from_vec(vec![0.7; 12], &[3, 4]).unwrap();
+    assert_eq!(cols.var([0, 1], 0, true).unwrap().to_vec(), [0.0]);
 }

@@ -85,5 +85,7 @@ fn softmax_with_a_bad_axis_is_an_error() {
     assert!(matches!(x.softmax(2).unwrap_err().kind(), ErrorKind::AxisOutOfRange { op: "softmax", .. }));
     assert!(matches!(x.log_softmax(-3).unwrap_err().kind(), ErrorKind::AxisOutOfRange { op: "log_softmax", .. }));
     assert!(matches!(x.softmax("classes").unwrap_err().kind(), ErrorKind::UnknownAxisName { .. }));
-    assert!(matches!(Tensor::scalar(1.0).softmax(0).unwrap_err().kind(), ErrorKind::AxisOutOfRange { .. }));
+    // A 0-d tensor takes axis 0 or -1, as in PyTorch; any other is out of range.
+    assert_eq!(Tensor::scalar(1.0).softmax(0).unwrap().to_vec(), [1.0]);
+    assert!(matches!(Tensor::scalar(1.0).softmax(1).unwrap_err().kind(), ErrorKind::AxisOutOfRange { .. }));
 }

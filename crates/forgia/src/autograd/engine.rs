@@ -3,6 +3,7 @@
 //! threads (the calling thread when the pool adopted it) and — for heavy independent
 //! branches — on the others. It never names an op.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::mode::set_grad_enabled;
-use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE, PENDING, RUNNING};
+use super::node::{attach, Backward, Grads, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
 use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
@@ -159,7 +160,7 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
                 visited.push(node.clone());
                 let edge = node.edge.lock();
                 let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
-                for p in edge.parents.iter().flatten().filter(|p| !p.leaf) {
+                for p in edge.parents.iter().flatten().filter_map(Parent::interior) {
                     stack.push(p.clone());
                 }
             }
@@ -261,16 +262,19 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     };
     let mut edge_slot = node.edge.lock();
     let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
+    // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
+    let parents: SmallVec<[Option<Arc<Node>>; 2]> =
+        edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
     let mut grads = None;
-    if let Some(gy) = gy.as_ref().filter(|_| edge.parents.iter().any(Option::is_some)) {
+    if let Some(gy) = gy.as_ref().filter(|_| parents.iter().any(Option::is_some)) {
         let _mode = set_grad_enabled(options.create_graph);
-        let cx = VjpCtx { node, parents: &edge.parents, create_graph: options.create_graph };
-        let mut out = edge.record.backward(&cx, gy)?;
-        check(edge.record.name(), &edge.parents, &mut out, options.detect_anomaly)?;
+        let cx = VjpCtx { node, parents: &parents, create_graph: options.create_graph };
+        let mut out = run_record(&*edge.record, &cx, gy)?;
+        check(edge.record.name(), &parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
     let mut ready = SmallVec::new();
-    for (i, parent) in edge.parents.iter().enumerate() {
+    for (i, parent) in parents.iter().enumerate() {
         let Some(parent) = parent else { continue };
         if let Some(g) = grads.as_mut().and_then(|gs| gs[i].take()) {
             accumulate(parent, g, options.create_graph)?;
@@ -290,6 +294,26 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     // Release: a later pass's Acquire CAS on the state sees everything this firing did.
     node.state.store(IDLE, Ordering::Release);
     Ok(ready)
+}
+
+/// Runs a record, turning a panic in it (user code: a custom op's backward, a checkpointed
+/// block) into `BackwardPanicked`, so the pass fails and rolls back like any other error
+/// instead of unwinding past the rollback with nodes left pending or running.
+///
+/// `AssertUnwindSafe`: after a panic the engine touches only what the rollback resets (the
+/// node's counters, state and partial sum); the record itself is left as the panic left it,
+/// which is the user's state to fix, exactly as with a record that returns an error.
+fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    catch_unwind(AssertUnwindSafe(|| record.backward(cx, gy))).unwrap_or_else(|payload| {
+        let message = match payload.downcast::<String>() {
+            Ok(s) => *s,
+            Err(payload) => match payload.downcast::<&'static str>() {
+                Ok(s) => (*s).to_string(),
+                Err(_) => "a panic with a non-string payload".to_string(),
+            },
+        };
+        fail(ErrorKind::BackwardPanicked { op: record.name(), message })
+    })
 }
 
 /// Validates a record's output before any of it is delivered, and sums each gradient that

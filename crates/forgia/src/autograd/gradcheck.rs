@@ -1,7 +1,7 @@
 //! Finite-difference gradient checking: the oracle every backward record is verified against.
 
 use crate::autograd::Tensor;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{check, Error, ErrorKind, Result};
 use crate::tensor::Rng;
 
 /// Tolerances and step of [`gradcheck`].
@@ -41,14 +41,15 @@ pub struct Mismatch {
 pub struct GradcheckReport {
     /// Elements checked.
     pub checked: usize,
-    /// The largest `|numeric - analytic|`.
+    /// The largest `|numeric - analytic|` (infinite when either value was not finite).
     pub max_abs_error: f64,
     /// The first failing element, if any.
     pub first_mismatch: Option<Mismatch>,
 }
 
 impl GradcheckReport {
-    /// True when every element met `|num - ana| <= abs_tol + rel_tol * |ana|`.
+    /// True when every element met `|num - ana| <= abs_tol + rel_tol * |ana|` with both values
+    /// finite.
     pub fn passed(&self) -> bool {
         self.first_mismatch.is_none()
     }
@@ -59,7 +60,8 @@ impl GradcheckReport {
 /// Every input that is a variable is checked, element by element; constants pass through. A
 /// function with a non-scalar output is reduced with a fixed random cotangent `v`, checking
 /// `vᵀ·J`. Differences are taken in f64 over the exact f32 perturbation; an element is
-/// restored after each evaluation, even when `f` fails.
+/// restored after each evaluation, even when `f` fails. A non-finite numeric or analytic value
+/// (a NaN-valued function, a step too small to move the input) is a mismatch, never a pass.
 ///
 /// ```
 /// use forgia::{gradcheck, GradcheckOptions, Tensor};
@@ -70,12 +72,16 @@ impl GradcheckReport {
 /// ```
 ///
 /// # Errors
-/// Any error of `f`, wrapped with the context `gradcheck`.
+/// `InvalidArgument` when `eps` is not finite and `> 0` or a tolerance is not finite and
+/// `>= 0` (checked before `f` runs); any error of `f`, wrapped with the context `gradcheck`.
 pub fn gradcheck(
     f: impl Fn(&[Tensor]) -> Result<Tensor>,
     inputs: &[Tensor],
     options: GradcheckOptions,
 ) -> Result<GradcheckReport> {
+    check::positive("gradcheck", "eps", options.eps)?;
+    check::non_negative("gradcheck", "abs_tol", options.abs_tol)?;
+    check::non_negative("gradcheck", "rel_tol", options.rel_tol)?;
     let nest = |e: Error| Error::from(ErrorKind::Nested { context: "gradcheck", source: Box::new(e) });
     // Analytic: fresh leaves so earlier gradients do not leak in.
     let leaves: Vec<Tensor> = inputs
@@ -118,10 +124,12 @@ pub fn gradcheck(
             current[which] = Tensor::from_parts(data.clone(), leaf.shape());
             let numeric = (plus - minus) / (up as f64 - down as f64);
             let ana = analytic[index] as f64;
-            let err = (numeric - ana).abs();
+            // NaN compares false, so the pass condition is written positively: a NaN fails it.
+            let err = if numeric.is_finite() && ana.is_finite() { (numeric - ana).abs() } else { f64::INFINITY };
             report.checked += 1;
             report.max_abs_error = report.max_abs_error.max(err);
-            if err > options.abs_tol + options.rel_tol * ana.abs() && report.first_mismatch.is_none() {
+            let within = err <= options.abs_tol + options.rel_tol * ana.abs();
+            if !within && report.first_mismatch.is_none() {
                 report.first_mismatch = Some(Mismatch { input: which, index, numeric, analytic: ana });
             }
         }

@@ -4,7 +4,7 @@
 //! gets a node.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -89,7 +89,50 @@ impl VjpCtx<'_> {
 /// A record and the nodes of its operands (`None` for constants).
 pub(super) struct Edge {
     pub(super) record: Box<dyn Backward>,
-    pub(super) parents: SmallVec<[Option<Arc<Node>>; 2]>,
+    pub(super) parents: SmallVec<[Option<Parent>; 2]>,
+}
+
+/// A link from a node to an operand's node: it owns an op result's node (the graph keeps its
+/// interior alive), but not a variable's: only the variable's handles own a leaf. So a leaf's
+/// gradient that carries a graph reaching back to the leaf (a `create_graph` pass) makes no
+/// `Arc` cycle, and dropping the variable frees the gradient and its graph. A contribution to
+/// a leaf nobody holds any more is dropped: no handle is left to read it.
+pub(super) enum Parent {
+    Interior(Arc<Node>),
+    Leaf(Weak<Node>),
+}
+
+impl Parent {
+    fn new(node: &Arc<Node>) -> Parent {
+        if node.leaf {
+            Parent::Leaf(Arc::downgrade(node))
+        } else {
+            Parent::Interior(node.clone())
+        }
+    }
+
+    /// The operand's node, `None` for a leaf that was dropped.
+    pub(super) fn get(&self) -> Option<Arc<Node>> {
+        match self {
+            Parent::Interior(n) => Some(n.clone()),
+            Parent::Leaf(w) => w.upgrade(),
+        }
+    }
+
+    /// The operand's node when it is an op result (what the prepare walk and the drop follow).
+    pub(super) fn interior(&self) -> Option<&Arc<Node>> {
+        match self {
+            Parent::Interior(n) => Some(n),
+            Parent::Leaf(_) => None,
+        }
+    }
+
+    fn into_interior(self) -> Option<Arc<Node>> {
+        match self {
+            Parent::Interior(n) => Some(n),
+            Parent::Leaf(_) => None,
+        }
+    }
 }
 
 /// Node states: idle between passes, pending once a pass counted it, running while it fires.
@@ -164,12 +207,12 @@ impl Drop for Node {
     /// without overflowing the stack.
     fn drop(&mut self) {
         let Some(edge) = self.edge.get_mut().take() else { return };
-        let mut stack: Vec<Arc<Node>> = edge.parents.into_iter().flatten().collect();
+        let mut stack: Vec<Arc<Node>> = edge.parents.into_iter().flatten().filter_map(Parent::into_interior).collect();
         drop(edge.record);
         while let Some(node) = stack.pop() {
             if let Some(mut inner) = Arc::into_inner(node) {
                 if let Some(e) = inner.edge.get_mut().take() {
-                    stack.extend(e.parents.into_iter().flatten());
+                    stack.extend(e.parents.into_iter().flatten().filter_map(Parent::into_interior));
                 }
                 // `inner` drops here with no edge left, so its own Drop does not recurse.
             }
@@ -186,7 +229,8 @@ pub(crate) fn attach<R: Backward + 'static>(value: Tensor, inputs: &[&Tensor], r
     }
     let record = record();
     let (name, work) = (record.name(), record.estimated_work());
-    let edge = Edge { parents: inputs.iter().map(|t| t.node.clone()).collect(), record: Box::new(record) };
+    let parents = inputs.iter().map(|t| t.node.as_ref().map(Parent::new)).collect();
+    let edge = Edge { parents, record: Box::new(record) };
     let node = Node::new(value.shape(), name, work, Some(edge));
     let mut out = value;
     out.node = Some(Arc::new(node));

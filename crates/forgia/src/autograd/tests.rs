@@ -176,3 +176,87 @@ fn gradcheck_restores_the_perturbed_element_when_the_function_fails() {
     assert!(gradcheck(f, std::slice::from_ref(&x), GradcheckOptions::default()).is_err());
     assert_eq!(x.to_vec(), vec![1.0, 2.0]);
 }
+
+#[test]
+fn gradcheck_rejects_a_zero_or_nan_step_and_bad_tolerances_instead_of_passing_a_wrong_record() {
+    let x = Tensor::variable(vec![0.3, -0.8], &[2]).unwrap();
+    let wrong = |xs: &[Tensor]| {
+        let y = xs[0].detach().tanh();
+        Ok(attach(y.clone(), &[&xs[0]], || WrongTanh { y }).sum_all())
+    };
+    let d = GradcheckOptions::default();
+    for options in [
+        GradcheckOptions { eps: 0.0, ..d },
+        GradcheckOptions { eps: f64::NAN, ..d },
+        GradcheckOptions { eps: -1e-3, ..d },
+        GradcheckOptions { abs_tol: f64::NAN, ..d },
+        GradcheckOptions { rel_tol: -1.0, ..d },
+        GradcheckOptions { abs_tol: f64::INFINITY, ..d },
+    ] {
+        let e = gradcheck(wrong, std::slice::from_ref(&x), options).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { op: "gradcheck", .. }), "{options:?}: {e}");
+    }
+}
+
+#[test]
+fn gradcheck_reports_a_nan_valued_function_as_a_mismatch() {
+    let x = Tensor::variable(vec![0.3, -0.8], &[2]).unwrap();
+    // sqrt of a negative number: NaN values and NaN derivatives.
+    let f = |xs: &[Tensor]| Ok(xs[0].scale(-1.0).add_scalar(-1.0).sqrt().sum_all());
+    let report = gradcheck(f, std::slice::from_ref(&x), GradcheckOptions::default()).unwrap();
+    assert!(!report.passed());
+    assert_eq!(report.max_abs_error, f64::INFINITY);
+}
+
+/// The identity, whose backward panics while `armed` is set.
+struct Panicky {
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl crate::CustomOp for Panicky {
+    fn name(&self) -> &'static str {
+        "panicky"
+    }
+    fn forward(&self, xs: &[Tensor]) -> Result<Tensor> {
+        Ok(xs[0].clone())
+    }
+    fn backward(&self, _xs: &[Tensor], _y: &Tensor, gy: &Tensor, _needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        if self.armed.load(Ordering::Relaxed) {
+            panic!("injected panic number {}", 7);
+        }
+        Ok(vec![Some(gy.clone())])
+    }
+}
+
+#[test]
+fn a_panicking_custom_backward_leaves_every_node_idle_and_a_retained_graph_rerunnable() {
+    let x = Tensor::variable(vec![0.5, -1.0], &[2]).unwrap();
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let h = x.tanh(); // interior node shared by both losses
+    let p = crate::custom_op(Panicky { armed: armed.clone() }, &[&h]).unwrap();
+    let loss = p.sum_all();
+    let other = h.scale(2.0).sum_all();
+    let retain = BackwardOptions { retain_graph: true, ..BackwardOptions::default() };
+    let e = loss.backward_with(None, retain).unwrap_err();
+    match e.kind() {
+        ErrorKind::BackwardPanicked { op, message } => {
+            assert_eq!(*op, "panicky");
+            assert!(message.contains("injected panic number 7"), "{message}");
+        }
+        k => panic!("expected BackwardPanicked, got {k:?}"),
+    }
+    for t in [&loss, &p, &h] {
+        let node = t.node.as_ref().unwrap();
+        assert_eq!(node.state.load(Ordering::Relaxed), IDLE);
+        assert_eq!(node.pending.load(Ordering::Relaxed), 0);
+        assert_eq!(node.pass.load(Ordering::Relaxed), 0);
+        assert!(node.grad.lock().acc.is_none());
+    }
+    let dtanh: Vec<f32> = [0.5f32, -1.0].iter().map(|v| 1.0 - v.tanh().powi(2)).collect();
+    other.backward_with(None, retain).unwrap(); // not ConcurrentBackward: h is idle
+    assert_eq!(x.grad().unwrap().to_vec(), dtanh.iter().map(|d| 2.0 * d).collect::<Vec<_>>());
+    x.zero_grad();
+    armed.store(false, Ordering::Relaxed); // the op is fixed: the retained graph runs again
+    loss.backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), dtanh);
+}

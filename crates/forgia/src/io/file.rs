@@ -63,6 +63,11 @@ fn checksum<'a>(entries: impl Iterator<Item = (&'a str, &'a [usize], &'a [u8])>)
 /// Writes named tensors to `path` as safetensors (F32), atomically: the bytes go to a
 /// temporary file beside `path`, which is then renamed over it.
 ///
+/// A writer killed mid-save (`kill -9`) leaves its temporary file behind, never a torn
+/// `path`; the next save of the same `path` removes such leftovers whose writer process is
+/// gone (on Linux, where `/proc` says so; elsewhere they are left alone). A temporary file of
+/// a live process is never touched.
+///
 /// # Errors
 /// `Checkpoint` for a repeated name; `Io` when the file cannot be written (no temporary file
 /// is left behind).
@@ -91,17 +96,63 @@ pub fn save<S: AsRef<str>>(path: impl AsRef<Path>, tensors: &[(S, &Tensor)]) -> 
     write_atomically(path, &bytes)
 }
 
-/// A temporary name in the same directory, so the final rename stays on one file system.
+/// The prefix of every temporary name for `path`: `.{file name}.tmp-`.
+fn temp_prefix(path: &Path) -> String {
+    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    format!(".{name}.tmp-")
+}
+
+/// A temporary name in the same directory, so the final rename stays on one file system:
+/// `.{file name}.tmp-{pid}-{n}`.
 fn temp_path(path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     // Relaxed: only uniqueness within this process matters, not ordering with other memory.
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp-{}-{n}", std::process::id()))
+    path.with_file_name(format!("{}{}-{n}", temp_prefix(path), std::process::id()))
+}
+
+/// The writer's PID of a temporary name for `path` (`.{file name}.tmp-{pid}-{n}`), if it is one.
+fn temp_writer(prefix: &str, file_name: &str) -> Option<u32> {
+    let (pid, n) = file_name.strip_prefix(prefix)?.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// True unless the process is known to be gone: only Linux's `/proc` can say so here, so
+/// elsewhere every writer counts as alive and nothing is removed.
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// Best effort: removes the temporary files of earlier saves of `path` whose writer process
+/// is gone (killed mid-save). Failures (a directory that cannot be listed, a file another
+/// process removed first) are ignored: the save itself does not depend on them.
+fn remove_stale_temps(path: &Path) {
+    let prefix = temp_prefix(path);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| temp_writer(&prefix, n)) else { continue };
+        if !process_alive(pid) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    remove_stale_temps(path);
     let tmp = temp_path(path);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;

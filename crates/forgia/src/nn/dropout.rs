@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{Forward, Module};
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, Result};
 use crate::tensor::mix64;
 
 /// Inverted dropout (`nn.Dropout`): in training mode each element is zeroed with probability
@@ -44,13 +44,7 @@ impl Dropout {
     /// # Errors
     /// `InvalidArgument` when `p` is outside `[0, 1]`.
     pub fn new(p: f32, seed: u64) -> Result<Dropout> {
-        if !(0.0..=1.0).contains(&p) {
-            return fail(ErrorKind::InvalidArgument {
-                op: "Dropout::new",
-                arg: "p",
-                reason: format!("must be in [0, 1], got {p}"),
-            });
-        }
+        check::unit_interval("Dropout::new", "p", p)?;
         Ok(Dropout { p, seed, calls: AtomicU64::new(0), training: true })
     }
 

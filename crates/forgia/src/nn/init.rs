@@ -18,7 +18,7 @@
 
 use crate::autograd::no_grad;
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::tensor::Rng;
 
 /// Which fan a Kaiming initializer scales by.
@@ -81,7 +81,8 @@ pub fn fans(shape: &[usize]) -> Result<(usize, usize)> {
 /// `b = 1/√fan_in`.
 ///
 /// # Errors
-/// As [`fans`]; `MutableDataRequiresNoGrad` when `t` is an op result.
+/// As [`fans`]; `InvalidArgument` for a negative or non-finite `gain`;
+/// `MutableDataRequiresNoGrad` when `t` is an op result.
 pub fn kaiming_uniform(t: &mut Tensor, gain: f32, mode: FanMode, rng: &mut Rng) -> Result<()> {
     let bound = 3f32.sqrt() * kaiming_std(t.shape(), gain, mode)?;
     uniform(t, -bound, bound, rng)
@@ -117,16 +118,21 @@ pub fn xavier_normal(t: &mut Tensor, gain: f32, rng: &mut Rng) -> Result<()> {
 /// Fills with `U(low, high)`.
 ///
 /// # Errors
-/// `MutableDataRequiresNoGrad` when `t` is an op result.
+/// `InvalidArgument` when a bound is not finite or `low > high`; `MutableDataRequiresNoGrad`
+/// when `t` is an op result.
 pub fn uniform(t: &mut Tensor, low: f32, high: f32, rng: &mut Rng) -> Result<()> {
+    check::ordered_range("init::uniform", low, high)?;
     fill_with(t, || low + (high - low) * rng.uniform())
 }
 
 /// Fills with `N(mean, std²)`.
 ///
 /// # Errors
+/// `InvalidArgument` when `mean` is not finite or `std` is negative or not finite;
 /// `MutableDataRequiresNoGrad` when `t` is an op result.
 pub fn normal(t: &mut Tensor, mean: f32, std: f32, rng: &mut Rng) -> Result<()> {
+    check::finite("init::normal", "mean", mean)?;
+    check::non_negative("init::normal", "std", std)?;
     fill_with(t, || mean + std * rng.normal())
 }
 
@@ -139,12 +145,14 @@ pub fn constant(t: &mut Tensor, value: f32) -> Result<()> {
 }
 
 fn kaiming_std(shape: &[usize], gain: f32, mode: FanMode) -> Result<f32> {
+    check::non_negative("init::kaiming", "gain", gain)?;
     let (fan_in, fan_out) = fans(shape)?;
     let fan = if mode == FanMode::FanIn { fan_in } else { fan_out };
     Ok(gain / (fan as f32).sqrt())
 }
 
 fn xavier_std(shape: &[usize], gain: f32) -> Result<f32> {
+    check::non_negative("init::xavier", "gain", gain)?;
     let (fan_in, fan_out) = fans(shape)?;
     Ok(gain * (2.0 / (fan_in + fan_out) as f32).sqrt())
 }

@@ -5,7 +5,7 @@ use parking_lot::Mutex;
 
 use super::{Forward, Module};
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::ops::norm::RunningStats;
 
 fn positive(op: &'static str, size: &[usize], eps: f32) -> Result<()> {
@@ -16,14 +16,7 @@ fn positive(op: &'static str, size: &[usize], eps: f32) -> Result<()> {
             reason: format!("{size:?} must be non-empty and positive"),
         });
     }
-    if !(eps.is_finite() && eps >= 0.0) {
-        return fail(ErrorKind::InvalidArgument {
-            op,
-            arg: "eps",
-            reason: format!("must be finite and >= 0, got {eps}"),
-        });
-    }
-    Ok(())
+    check::non_negative(op, "eps", eps)
 }
 
 /// Layer normalization over the trailing `normalized_shape` axes (`nn.LayerNorm`), with a

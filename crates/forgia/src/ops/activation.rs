@@ -45,11 +45,17 @@ impl UnaryRule for Relu {
     const USES_OUTPUT: bool = true;
     #[inline(always)]
     fn f(&self, x: f32) -> f32 {
-        x.max(0.0)
+        // Not `x.max(0.0)`, which drops a NaN: NaN propagates, as in PyTorch.
+        if x > 0.0 || x.is_nan() {
+            x
+        } else {
+            0.0
+        }
     }
     #[inline(always)]
     fn df(&self, y: f32) -> f32 {
-        if y > 0.0 {
+        // PyTorch's `threshold_backward`: zero only where `y <= 0` (a NaN passes `gy` on).
+        if y > 0.0 || y.is_nan() {
             1.0
         } else {
             0.0
@@ -207,9 +213,10 @@ impl Tensor {
         unary(self, Sigmoid)
     }
 
-    /// `max(x, 0)`.
+    /// `max(x, 0)`; NaN propagates (as in PyTorch; so do `leaky_relu`, `clamp`, `maximum` and
+    /// `minimum`).
     ///
-    /// Backward: `gx = gy` where `y > 0`, else 0 (from the saved output).
+    /// Backward: `gx = gy` where `y > 0` or `y` is NaN, else 0 (from the saved output).
     pub fn relu(&self) -> Tensor {
         unary(self, Relu)
     }
@@ -249,9 +256,12 @@ impl Tensor {
         unary(self, Softplus)
     }
 
-    /// Clamps every element into `[min, max]`.
+    /// Clamps every element into `[min, max]`; NaN propagates.
     ///
     /// Backward: `gx = gy` where `min <= x <= max`, else 0.
+    ///
+    /// The one unary op that returns `Result`, because it is the one with arguments that can
+    /// be wrong: PyTorch silently returns `max` everywhere when `min > max`; we refuse it.
     ///
     /// # Errors
     /// `InvalidArgument` when `min > max` or either bound is NaN.

@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::kernels::attention::{self as k, AttnGeom, AttnGrads, Heads, MaskRef, Out};
 use crate::tensor::layout::{broadcast_shapes, offset_of};
 use crate::tensor::{Array, Shape};
@@ -135,13 +135,7 @@ impl Tensor {
             return mismatch(kk, v);
         }
         let scale = opts.scale.unwrap_or(1.0 / (q[3] as f32).sqrt());
-        if !scale.is_finite() {
-            return fail(ErrorKind::InvalidArgument {
-                op: OP,
-                arg: "scale",
-                reason: format!("must be finite, got {scale}"),
-            });
-        }
+        check::finite(OP, "scale", scale)?;
         let g = AttnGeom {
             bh: q[0] * q[1],
             heads: q[1],

@@ -175,11 +175,28 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::conv2d`]; `RankMismatch` for non rank-3 operands.
     pub fn conv1d(&self, w: &Tensor, bias: Option<&Tensor>, opts: Conv1dOptions) -> Result<Tensor> {
+        const OP: &str = "conv1d";
         for t in [self, w] {
             if t.rank() != 3 {
-                return fail(ErrorKind::RankMismatch { op: "conv1d", expected: "rank 3", shape: t.shape().to_vec() });
+                return fail(ErrorKind::RankMismatch { op: OP, expected: "rank 3", shape: t.shape().to_vec() });
             }
         }
+        // Checked here, in conv1d's own terms, so no error speaks of the conv2d it runs as.
+        for (name, v) in [("stride", opts.stride), ("dilation", opts.dilation), ("groups", opts.groups)] {
+            if v == 0 {
+                return invalid(OP, name, format!("must be at least 1, got {v}"));
+            }
+        }
+        let (&[_, c, len], &[o, cg, k]) = (self.shape(), w.shape()) else { unreachable!("rank checked") };
+        if c % opts.groups != 0 || o % opts.groups != 0 {
+            let reason = format!("{} groups do not divide {c} input and {o} output channels", opts.groups);
+            return invalid(OP, "groups", reason);
+        }
+        if cg != c / opts.groups {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: self.shape().to_vec(), rhs: w.shape().to_vec() });
+        }
+        check_bias(OP, bias, o)?;
+        out_len(OP, len, k, opts.stride, opts.padding, opts.dilation)?;
         let o2 = Conv2dOptions {
             stride: (1, opts.stride),
             padding: (0, opts.padding),

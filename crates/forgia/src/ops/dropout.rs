@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, Result};
 use crate::kernels::dropout as k;
 use crate::tensor::Shape;
 
@@ -20,13 +20,7 @@ impl Tensor {
     /// # Errors
     /// `InvalidArgument` when `p` is outside `[0, 1]`.
     pub fn dropout(&self, p: f32, seed: u64, train: bool) -> Result<Tensor> {
-        if !(0.0..=1.0).contains(&p) {
-            return fail(ErrorKind::InvalidArgument {
-                op: "dropout",
-                arg: "p",
-                reason: format!("must be in [0, 1], got {p}"),
-            });
-        }
+        check::unit_interval("dropout", "p", p)?;
         if !train || p == 0.0 {
             return Ok(self.clone());
         }

@@ -118,7 +118,7 @@ impl From<Vec<i64>> for Indices {
 impl From<Vec<usize>> for Indices {
     /// A rank-1 index.
     fn from(data: Vec<usize>) -> Self {
-        Indices::from(data.into_iter().map(|i| i as i64).collect::<Vec<i64>>())
+        Indices::from(data.into_iter().map(|i| i64::try_from(i).unwrap_or(i64::MAX)).collect::<Vec<i64>>())
     }
 }
 

@@ -62,16 +62,14 @@ impl Tensor {
     /// Backward: through `unsqueeze` and `concat` (a view per operand).
     ///
     /// # Errors
-    /// `InvalidArgument` for an empty list; `AxisOutOfRange`; `ShapeMismatch` when shapes differ.
-    pub fn stack(tensors: &[&Tensor], axis: isize) -> Result<Tensor> {
+    /// `InvalidArgument` for an empty list; `AxisOutOfRange` (naming the valid range);
+    /// `UnknownAxisName` for a name (the new axis has none); `ShapeMismatch` when shapes differ.
+    pub fn stack(tensors: &[&Tensor], axis: impl Into<Axis>) -> Result<Tensor> {
         if tensors.is_empty() {
             return fail(ErrorKind::InvalidArgument { op: "stack", arg: "tensors", reason: "empty list".into() });
         }
         check_same_but("stack", tensors, None)?;
-        let r = tensors[0].rank() as isize + 1;
-        if axis < -r || axis >= r {
-            return fail(ErrorKind::AxisOutOfRange { op: "stack", axis, rank: tensors[0].rank() });
-        }
+        let axis = crate::tensor::resolve_insert("stack", &axis.into(), tensors[0].rank())?;
         let parts = tensors.iter().map(|t| t.unsqueeze(axis)).collect::<Result<Vec<_>>>()?;
         let refs: Vec<&Tensor> = parts.iter().collect();
         Tensor::concat(&refs, axis)

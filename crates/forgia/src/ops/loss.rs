@@ -17,7 +17,7 @@ use smallvec::SmallVec;
 pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::kernels::loss as k;
 use crate::kernels::softmax::row_logsumexp;
 use crate::ops::index::Indices;
@@ -84,13 +84,7 @@ impl Default for NllLossOptions {
 /// for `label_smoothing` outside `[0, 1]` or `BatchMean`.
 pub fn cross_entropy(logits: &Tensor, labels: &Indices, options: CrossEntropyOptions) -> Result<Tensor> {
     let eps = options.label_smoothing;
-    if !(0.0..=1.0).contains(&eps) {
-        return fail(ErrorKind::InvalidArgument {
-            op: "cross_entropy",
-            arg: "label_smoothing",
-            reason: format!("{eps} is not in [0, 1]"),
-        });
-    }
+    check::unit_interval("cross_entropy", "label_smoothing", eps)?;
     per_row("cross_entropy", logits, labels, options.ignore_index, options.reduction, |x, t| {
         cross_entropy_2d(x, t, eps, options.reduction)
     })

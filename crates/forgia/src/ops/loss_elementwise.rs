@@ -12,6 +12,7 @@ fn reduce(op: &'static str, t: Tensor, reduction: Reduction) -> Result<Tensor> {
     match reduction {
         Reduction::None => Ok(t),
         Reduction::Sum => Ok(t.sum_all()),
+        Reduction::Mean if t.numel() == 0 => fail(ErrorKind::EmptyTensor { op, shape: t.shape().to_vec() }),
         Reduction::Mean => t.mean_all(),
         Reduction::BatchMean => match t.shape().first() {
             Some(&n) if n > 0 => Ok(t.sum_all().scale(1.0 / n as f32)),

@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, Error, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
@@ -70,10 +70,19 @@ impl Tensor {
             let shape = if self.rank() == 0 { self.shape() } else { other.shape() };
             return fail(ErrorKind::RankMismatch { op: "matmul", expected: "rank >= 1", shape: shape.to_vec() });
         }
+        // A promoted 1-D operand must not show up in an error: report the caller's shapes.
+        let callers = |e: Error| match e.kind() {
+            ErrorKind::ShapeMismatch { op: "matmul", .. } => Error::from(ErrorKind::ShapeMismatch {
+                op: "matmul",
+                lhs: self.shape().to_vec(),
+                rhs: other.shape().to_vec(),
+            }),
+            _ => e,
+        };
         match (self.rank(), other.rank()) {
-            (1, 1) => self.unsqueeze(0)?.matmul_nd(&other.unsqueeze(1)?)?.reshape(&[]),
-            (1, _) => self.unsqueeze(0)?.matmul_nd(other)?.squeeze(-2),
-            (_, 1) => self.matmul_nd(&other.unsqueeze(1)?)?.squeeze(-1),
+            (1, 1) => self.unsqueeze(0)?.matmul_nd(&other.unsqueeze(1)?).map_err(callers)?.reshape(&[]),
+            (1, _) => self.unsqueeze(0)?.matmul_nd(other).map_err(callers)?.squeeze(-2),
+            (_, 1) => self.matmul_nd(&other.unsqueeze(1)?).map_err(callers)?.squeeze(-1),
             (ra, rb) if ra > 2 && other.shape()[..rb - 2].iter().all(|&d| d == 1) => {
                 // A batch times one matrix (a linear layer over [B, S, D], or a right operand
                 // whose batch axes are all 1) is one GEMM over the folded rows:

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::kernels::norm::{self as k, Sets};
 use crate::tensor::layout::numel;
 use crate::tensor::{Array, Scratch, Shape};
@@ -64,14 +64,7 @@ impl Spec {
 }
 
 fn check_eps(op: &'static str, eps: f32) -> Result<()> {
-    if !(eps >= 0.0 && eps.is_finite()) {
-        return fail(ErrorKind::InvalidArgument {
-            op,
-            arg: "eps",
-            reason: format!("must be finite and >= 0, got {eps}"),
-        });
-    }
-    Ok(())
+    check::non_negative(op, "eps", eps)
 }
 
 fn check_param(op: &'static str, p: Option<&Tensor>, shape: &[usize]) -> Result<()> {
@@ -216,8 +209,8 @@ impl Tensor {
     ///
     /// # Errors
     /// `RankMismatch` below rank 2; `ShapeMismatch` when the parameters or the running
-    /// statistics are not `[C]`; `InvalidArgument` for a bad `eps`, or training on a single
-    /// value per channel.
+    /// statistics are not `[C]`; `InvalidArgument` for a bad `eps`, a training pass whose
+    /// `stats.momentum` is outside `[0, 1]`, or training on a single value per channel.
     pub fn batch_norm(
         &self,
         stats: &mut RunningStats,
@@ -233,6 +226,7 @@ impl Tensor {
         if !train {
             return batch_norm_eval(self, stats, weight, bias, eps);
         }
+        check::unit_interval(OP, "momentum", stats.momentum)?;
         let count = n * s;
         if count < 2 {
             let reason = format!("training needs more than one value per channel, got shape {:?}", self.shape());

@@ -9,18 +9,24 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axes, Axis, Shape};
+use crate::tensor::{Array, Axes, Axis, Shape};
 
 pub(crate) use crate::tensor::ReducePlan as Plan;
 
 impl Tensor {
     /// Sum over `axes` (an index, a name, or a list of them); `keepdim` keeps them as size 1.
+    /// As in PyTorch, a 0-d tensor accepts axis 0 or -1 (here and in every reduction, softmax
+    /// and cumsum) and gives a 0-d result.
     ///
     /// Backward: `gx = broadcast(gy reshaped to the kept shape, x.shape)` (a free view).
     ///
     /// # Errors
     /// `AxisOutOfRange`, `UnknownAxisName` or `DuplicateAxis` for bad axes.
     pub fn sum(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        if let Some(v) = scalar_as_vector(self, "sum", &axes)? {
+            return v.sum(0, false);
+        }
         let axes = self.axes("sum", axes)?;
         let plan = Plan::new(self, &axes, keepdim)?;
         let mut data = crate::tensor::zeroed("sum", plan.outer * plan.inner)?;
@@ -36,6 +42,10 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::sum`], plus `EmptyTensor` when a reduced axis has size 0.
     pub fn mean(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        if let Some(v) = scalar_as_vector(self, "mean", &axes)? {
+            return v.mean(0, false);
+        }
         let axes = self.axes("mean", axes)?;
         let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
         if n == 0 {
@@ -98,6 +108,16 @@ impl Tensor {
     }
 }
 
+/// PyTorch reduces a 0-d tensor over axis 0 or -1 as if it had shape `[1]`, giving a 0-d
+/// result (`keepdim` included): for such a call, the checked `[1]` view to reduce instead.
+pub(crate) fn scalar_as_vector(x: &Tensor, op: &'static str, axes: &Axes) -> Result<Option<Tensor>> {
+    if x.rank() != 0 {
+        return Ok(None);
+    }
+    crate::tensor::check_scalar_axes(op, axes)?;
+    Ok(Some(x.reshape(&[1])?))
+}
+
 /// The gradient of a reduction broadcast back to the input: `gy` reshaped to the kept shape
 /// (reduced axes as 1), then broadcast to `in_shape`. A free view; differentiable.
 pub(crate) fn expand_reduced(gy: &Tensor, kept: &[usize], in_shape: &[usize]) -> Result<Tensor> {
@@ -128,24 +148,36 @@ impl Tensor {
         self.extremum("min", axis.into(), keepdim, false)
     }
 
-    /// The maximum of every element, as a rank-0 tensor.
+    /// The maximum of every element, as a rank-0 tensor. NaN propagates.
     ///
-    /// Backward: `gy` flows to the first maximal element (row-major order).
+    /// Backward: `gy` is split evenly between the elements equal to the maximum (the NaNs,
+    /// when it is NaN), as `torch.max()` does; [`Tensor::max`] over an axis picks one.
     ///
     /// # Errors
     /// `EmptyTensor` on an empty tensor.
     pub fn max_all(&self) -> Result<Tensor> {
-        self.reshape(&[self.numel()])?.extremum("max_all", Axis::Index(0), false, true)
+        self.extremum_all("max_all", true)
     }
 
-    /// The minimum of every element, as a rank-0 tensor.
+    /// The minimum of every element, as a rank-0 tensor. NaN propagates.
     ///
-    /// Backward: `gy` flows to the first minimal element (row-major order).
+    /// Backward: `gy` split evenly between the minimal elements, as [`Tensor::max_all`].
     ///
     /// # Errors
     /// `EmptyTensor` on an empty tensor.
     pub fn min_all(&self) -> Result<Tensor> {
-        self.reshape(&[self.numel()])?.extremum("min_all", Axis::Index(0), false, false)
+        self.extremum_all("min_all", false)
+    }
+
+    fn extremum_all(&self, op: &'static str, max: bool) -> Result<Tensor> {
+        let flat = self.reshape(&[self.numel()])?;
+        let m = flat.extremum_parts(op, Axis::Index(0), max)?.1[0];
+        Ok(attach(Tensor::scalar(m), &[self], || {
+            let hit = |x: f32| x == m || (m.is_nan() && x.is_nan());
+            let count = flat.with_data(|d| d.iter().filter(|&&x| hit(x)).count()) as f32;
+            let weights = flat.with_data(|d| d.iter().map(|&x| if hit(x) { 1.0 / count } else { 0.0 }).collect());
+            TiedExtremumBackward { name: op, weights: Tensor::from_parts(weights, self.shape()).value() }
+        }))
     }
 
     /// The position of the first maximum along `axis`, for every other index: a `Vec` in
@@ -161,7 +193,11 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::max`].
     pub fn argmax(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
-        Ok(self.extremum_parts("argmax", axis.into(), true)?.2)
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "argmax", &Axes(vec![axis.clone()]))? {
+            return v.argmax(0);
+        }
+        Ok(self.extremum_parts("argmax", axis, true)?.2)
     }
 
     /// The position of the first minimum along `axis`; layout as [`Tensor::argmax`].
@@ -169,7 +205,11 @@ impl Tensor {
     /// # Errors
     /// As [`Tensor::max`].
     pub fn argmin(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
-        Ok(self.extremum_parts("argmin", axis.into(), false)?.2)
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "argmin", &Axes(vec![axis.clone()]))? {
+            return v.argmin(0);
+        }
+        Ok(self.extremum_parts("argmin", axis, false)?.2)
     }
 
     /// Checks, plans and runs an extremum: `(plan, values, positions)`.
@@ -186,6 +226,9 @@ impl Tensor {
     }
 
     fn extremum(&self, op: &'static str, axis: Axis, keepdim: bool, max: bool) -> Result<Tensor> {
+        if let Some(v) = scalar_as_vector(self, op, &Axes(vec![axis.clone()]))? {
+            return v.extremum(op, Axis::Index(0), false, max);
+        }
         let (plan, vals, args) = self.extremum_parts(op, axis, max)?;
         let shape = if keepdim { &plan.kept } else { &plan.out };
         let out = Tensor::from_parts(vals, shape);
@@ -227,6 +270,25 @@ impl Backward for ExtremumBackward {
         }
         let mask = Tensor::from_parts(mask, &self.in_shape);
         let g = expand_reduced(gy, &self.kept, &self.in_shape)?.mul(&mask)?;
+        Ok(SmallVec::from_elem(Some(g), 1))
+    }
+}
+
+/// `gx = gy · w`, with `w` the constant weights `1/count` on the tied extrema (differentiable
+/// in `gy`).
+struct TiedExtremumBackward {
+    name: &'static str,
+    weights: Array,
+}
+
+impl Backward for TiedExtremumBackward {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let _ = cx;
+        let g = expand_reduced(gy, &[], self.weights.shape())?.mul(&Tensor::from(&self.weights))?;
         Ok(SmallVec::from_elem(Some(g), 1))
     }
 }

@@ -4,7 +4,7 @@
 
 use smallvec::SmallVec;
 
-use super::reduce::{expand_reduced, Plan};
+use super::reduce::{expand_reduced, scalar_as_vector, Plan};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -21,6 +21,10 @@ impl Tensor {
     /// Bad axes as [`Tensor::sum`]; `EmptyTensor` when nothing is reduced over an empty axis;
     /// `InvalidArgument` when `correction >= n`.
     pub fn var(&self, axes: impl Into<Axes>, correction: usize, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        if let Some(v) = scalar_as_vector(self, "var", &axes)? {
+            return v.var(0, correction, false);
+        }
         let axes = self.axes("var", axes)?;
         let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
         if n == 0 {
@@ -34,7 +38,13 @@ impl Tensor {
             });
         }
         let denom = (n - correction) as f32;
-        let plan = Plan::new(self, &axes, keepdim)?;
+        // The variance is shift-invariant: shifted by the first element of each reduced set,
+        // identical values are exactly 0 (the kernel's mean comes from a rounded f32 sum, so
+        // `var([0.1; 3])` was 8e-17), and values far from 0 lose less to cancellation.
+        let x = self.detach();
+        let first = axes.iter().try_fold(x.clone(), |f, &a| f.narrow(a, 0, 1))?;
+        let shifted = x.sub(&first)?;
+        let plan = Plan::new(&shifted, &axes, keepdim)?;
         let n = plan.outer * plan.inner;
         let (mut sums, mut data) = (crate::tensor::zeroed("var", n)?, crate::tensor::zeroed("var", n)?);
         k::var(plan.data.packed(), (plan.outer, plan.red, plan.inner), denom, &mut sums, &mut data);
@@ -54,6 +64,10 @@ impl Tensor {
     /// # Errors
     /// Bad axes as [`Tensor::sum`]; `EmptyTensor` when a reduced axis has size 0.
     pub fn logsumexp(&self, axes: impl Into<Axes>, keepdim: bool) -> Result<Tensor> {
+        let axes = axes.into();
+        if let Some(v) = scalar_as_vector(self, "logsumexp", &axes)? {
+            return v.logsumexp(0, false);
+        }
         let axes = self.axes("logsumexp", axes)?;
         if axes.iter().any(|&a| self.shape()[a] == 0) {
             return fail(ErrorKind::EmptyTensor { op: "logsumexp", shape: self.shape().to_vec() });
@@ -76,6 +90,10 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn prod(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "prod", &Axes(vec![axis.clone()]))? {
+            return v.prod(0, false);
+        }
         let a = self.axis("prod", axis)?;
         let plan = Plan::new(self, &[a], keepdim)?;
         let mut data = crate::tensor::buffer("prod", plan.outer * plan.inner)?;
@@ -91,6 +109,10 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn cumsum(&self, axis: impl Into<Axis>) -> Result<Tensor> {
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "cumsum", &Axes(vec![axis.clone()]))? {
+            return v.cumsum(0)?.reshape(&[]);
+        }
         let a = self.axis("cumsum", axis)?;
         self.cumsum_dir(a, false)
     }

@@ -5,7 +5,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::kernels::rope as k;
 
 impl Tensor {
@@ -36,13 +36,7 @@ fn rope_signed(x: &Tensor, base: f32, sign: f64) -> Result<Tensor> {
             reason: format!("head dimension {d} must be even"),
         });
     }
-    if !(base > 0.0 && base.is_finite()) {
-        return fail(ErrorKind::InvalidArgument {
-            op: OP,
-            arg: "base",
-            reason: format!("must be positive, got {base}"),
-        });
-    }
+    check::positive(OP, "base", base)?;
     let y = x.try_with_data(OP, |data| {
         let (mut table, mut y) = (crate::tensor::buffer(OP, s * d)?, crate::tensor::buffer(OP, data.len())?);
         k::rotate(data, (s, d), (base as f64, sign), &mut table, &mut y);

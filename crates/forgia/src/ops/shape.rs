@@ -186,12 +186,17 @@ impl Tensor {
 
     /// Removes `axis`, which must have size 1. A view.
     ///
+    /// PyTorch silently returns the input when the axis is not of size 1; we refuse it, since
+    /// the caller's shape is then not the one they wrote the code for.
+    ///
     /// # Errors
-    /// `AxisOutOfRange`; `InvalidReshape` when the axis is not of size 1.
+    /// `AxisOutOfRange`; `InvalidArgument` (arg `axis`, naming its size) when the axis is not
+    /// of size 1.
     pub fn squeeze(&self, axis: impl Into<Axis>) -> Result<Tensor> {
         let a = self.axis("squeeze", axis)?;
         if self.shape()[a] != 1 {
-            return fail(ErrorKind::InvalidReshape { op: "squeeze", from: self.shape().to_vec(), to: vec![] });
+            let reason = format!("axis {a} has size {}, not 1 (shape {:?})", self.shape()[a], self.shape());
+            return fail(ErrorKind::InvalidArgument { op: "squeeze", arg: "axis", reason });
         }
         let mut l = self.layout.clone();
         l.shape.remove(a);
@@ -208,13 +213,10 @@ impl Tensor {
     /// the output). A view.
     ///
     /// # Errors
-    /// `AxisOutOfRange`.
-    pub fn unsqueeze(&self, axis: isize) -> Result<Tensor> {
-        let r = self.rank() as isize + 1;
-        if axis < -r || axis >= r {
-            return fail(ErrorKind::AxisOutOfRange { op: "unsqueeze", axis, rank: self.rank() });
-        }
-        let a = if axis < 0 { axis + r } else { axis } as usize;
+    /// `AxisOutOfRange` outside `-(rank+1)..=rank` (the error names that range);
+    /// `UnknownAxisName` for a name (the new axis has none).
+    pub fn unsqueeze(&self, axis: impl Into<Axis>) -> Result<Tensor> {
+        let a = crate::tensor::resolve_insert("unsqueeze", &axis.into(), self.rank())?;
         let mut l = self.layout.clone();
         l.shape.insert(a, 1);
         l.strides.insert(a, 0);

@@ -3,12 +3,12 @@
 
 use smallvec::SmallVec;
 
-use super::reduce::Plan;
+use super::reduce::{scalar_as_vector, Plan};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::softmax as k;
-use crate::tensor::{Array, Axis};
+use crate::tensor::{Array, Axes, Axis};
 
 /// Runs the forward kernel along axis `a` of `x` (no node).
 fn forward(x: &Tensor, a: usize, log: bool) -> Result<Tensor> {
@@ -34,6 +34,10 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn softmax(&self, axis: impl Into<Axis>) -> Result<Tensor> {
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "softmax", &Axes(vec![axis.clone()]))? {
+            return v.softmax(0)?.reshape(&[]);
+        }
         let a = self.axis("softmax", axis)?;
         let y = forward(self, a, false)?;
         let saved = y.detach();
@@ -47,6 +51,10 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn log_softmax(&self, axis: impl Into<Axis>) -> Result<Tensor> {
+        let axis = axis.into();
+        if let Some(v) = scalar_as_vector(self, "log_softmax", &Axes(vec![axis.clone()]))? {
+            return v.log_softmax(0)?.reshape(&[]);
+        }
         let a = self.axis("log_softmax", axis)?;
         let y = forward(self, a, true)?;
         let saved = y.detach();

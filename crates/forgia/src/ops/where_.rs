@@ -1,6 +1,6 @@
 //! Selection by a mask: `where_(mask, a, b)` and `masked_fill(mask, value)`. A mask is an
-//! ordinary tensor of 0/1 values (any other value is an error) that broadcasts against the
-//! operands; it is never differentiated.
+//! ordinary tensor read as PyTorch reads a bool tensor made from floats: any nonzero value
+//! (NaN included) is true. It broadcasts against the operands and is never differentiated.
 
 use smallvec::SmallVec;
 
@@ -11,19 +11,6 @@ use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Array;
-
-/// Fails unless every element of `mask` is 0 or 1.
-fn check_mask(op: &'static str, mask: &Tensor) -> Result<()> {
-    let bad = mask.with_data(|d| d.iter().copied().find(|&v| v != 0.0 && v != 1.0));
-    match bad {
-        Some(v) => fail(ErrorKind::InvalidArgument {
-            op,
-            arg: "mask",
-            reason: format!("mask values must be 0 or 1, found {v}"),
-        }),
-        None => Ok(()),
-    }
-}
 
 /// `mask ? a : b` over the broadcast shape of the three (no checks, no node).
 fn select(op: &'static str, mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
@@ -41,8 +28,9 @@ fn select(op: &'static str, mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Ten
 }
 
 impl Tensor {
-    /// `mask ? a : b` elementwise, with the three shapes broadcast together. The mask holds
-    /// 0/1 values (1 selects `a`); it is a constant: no gradient flows into it.
+    /// `mask ? a : b` elementwise, with the three shapes broadcast together. A nonzero mask
+    /// value selects `a` (PyTorch's truth of a float, NaN included); the mask is a constant:
+    /// no gradient flows into it.
     ///
     /// ```
     /// use forgia::Tensor;
@@ -57,21 +45,19 @@ impl Tensor {
     /// `gb = sum_to(where(mask, 0, gy), b.shape)`.
     ///
     /// # Errors
-    /// `ShapeMismatch` when the shapes do not broadcast; `InvalidArgument` when the mask holds
-    /// a value other than 0 or 1.
+    /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn where_(mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        check_mask("where", mask)?;
         let out = select("where", mask, a, b)?;
         Ok(attach(out, &[a, b], || WhereBackward { mask: mask.value() }))
     }
 
-    /// `value` where `mask` is 1, `x` elsewhere. The 0/1 mask broadcasts to `x`'s shape.
+    /// `value` where `mask` is nonzero, `x` elsewhere. The mask broadcasts to `x`'s shape.
     ///
     /// Backward: `gx = where(mask, 0, gy)`.
     ///
     /// # Errors
     /// `ShapeMismatch` when the mask does not broadcast to `x`'s shape (the output keeps that
-    /// shape); `InvalidArgument` for a mask value other than 0 or 1.
+    /// shape).
     pub fn masked_fill(&self, mask: &Tensor, value: f32) -> Result<Tensor> {
         let shape = broadcast_shapes("masked_fill", self.shape(), mask.shape())?;
         if shape.as_slice() != self.shape() {
@@ -81,7 +67,6 @@ impl Tensor {
                 rhs: mask.shape().to_vec(),
             });
         }
-        check_mask("masked_fill", mask)?;
         let fill = Tensor::scalar(value);
         let out = select("masked_fill", mask, &fill, self)?;
         Ok(attach(out, &[&fill, self], || WhereBackward { mask: mask.value() }))

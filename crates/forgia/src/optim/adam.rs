@@ -4,7 +4,7 @@
 use super::state::{apply, ParamState, SlotState};
 use super::Optimizer;
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, Result};
 use crate::nn::Module;
 
 /// Hyperparameters of [`Adam`] and [`AdamW`] (PyTorch's names).
@@ -72,17 +72,11 @@ impl Adam {
     }
 
     fn build(op: &'static str, config: AdamConfig, decoupled: bool) -> Result<Adam> {
-        let nonneg = [("lr", config.lr), ("eps", config.eps), ("weight_decay", config.weight_decay)];
-        for (arg, v) in nonneg {
-            if !(v.is_finite() && v >= 0.0) {
-                return fail(ErrorKind::InvalidArgument { op, arg, reason: format!("{v} must be finite and >= 0") });
-            }
-        }
-        for b in [config.betas.0, config.betas.1] {
-            if !(0.0..1.0).contains(&b) {
-                return fail(ErrorKind::InvalidArgument { op, arg: "betas", reason: format!("{b} is not in [0, 1)") });
-            }
-        }
+        check::learning_rate(op, config.lr)?;
+        check::non_negative(op, "eps", config.eps)?;
+        check::non_negative(op, "weight_decay", config.weight_decay)?;
+        check::decay_rate(op, "betas", config.betas.0)?;
+        check::decay_rate(op, "betas", config.betas.1)?;
         Ok(Adam { config, decoupled, state: SlotState::new(SLOTS, true, config.lr) })
     }
 

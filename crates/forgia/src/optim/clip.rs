@@ -1,7 +1,7 @@
 //! Gradient clipping by global L2 norm (`torch.nn.utils.clip_grad_norm_`).
 
 use crate::autograd::no_grad;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, Result};
 use crate::nn::{Module, Seen};
 
 /// Scales all gradients of `model` so their global L2 norm is at most `max_norm`, and
@@ -27,13 +27,7 @@ use crate::nn::{Module, Seen};
 /// # Errors
 /// `InvalidArgument` when `max_norm` is negative or not finite.
 pub fn clip_grad_norm(model: &dyn Module, max_norm: f32) -> Result<f32> {
-    if !(max_norm.is_finite() && max_norm >= 0.0) {
-        return fail(ErrorKind::InvalidArgument {
-            op: "clip_grad_norm",
-            arg: "max_norm",
-            reason: format!("{max_norm} must be finite and >= 0"),
-        });
-    }
+    check::non_negative("clip_grad_norm", "max_norm", max_norm)?;
     let mut seen = Seen::default();
     let mut sum_sq = 0.0f64;
     model.visit_params(&mut |_, p| {

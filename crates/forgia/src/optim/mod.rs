@@ -34,8 +34,10 @@ macro_rules! state_accessors {
             self.$($field).+.lr
         }
 
-        fn set_lr(&mut self, lr: f32) {
+        fn set_lr(&mut self, lr: f32) -> Result<()> {
+            crate::error::check::learning_rate("Optimizer::set_lr", lr)?;
             self.$($field).+.lr = lr;
+            Ok(())
         }
 
         fn steps_taken(&self) -> u64 {
@@ -88,7 +90,10 @@ pub trait Optimizer {
     fn lr(&self) -> f32;
 
     /// Sets the learning rate (a schedule calls this before each step).
-    fn set_lr(&mut self, lr: f32);
+    ///
+    /// # Errors
+    /// `InvalidArgument` (arg `lr`) for a negative or non-finite rate; the rate is unchanged.
+    fn set_lr(&mut self, lr: f32) -> Result<()>;
 
     /// How many times [`Optimizer::step`] has run (restored by [`Optimizer::load_state`]).
     fn steps_taken(&self) -> u64;
@@ -102,6 +107,7 @@ pub trait Optimizer {
     /// everything before changing anything.
     ///
     /// # Errors
-    /// `InvalidArgument` (arg `"state"`) naming the missing, unknown or mis-shaped entry.
+    /// `InvalidArgument` (arg `"state"`) naming the missing, unknown or mis-shaped entry, or
+    /// (arg `"lr"`) for a saved learning rate that is negative or not finite.
     fn load_state(&mut self, model: &dyn Module, state: &[(String, Tensor)]) -> Result<()>;
 }

@@ -15,7 +15,7 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, Result};
 
 /// A learning rate as a function of the optimizer step (0 for the first step).
 pub trait LrSchedule {
@@ -23,14 +23,7 @@ pub trait LrSchedule {
     fn lr_at(&self, step: u64) -> f32;
 }
 
-fn positive(op: &'static str, arg: &'static str, n: u64) -> Result<()> {
-    if n == 0 {
-        return fail(ErrorKind::InvalidArgument { op, arg, reason: "must be positive".into() });
-    }
-    Ok(())
-}
-
-/// A fixed learning rate.
+/// A fixed learning rate (a NaN or negative one is refused by `Optimizer::set_lr`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Constant(pub f32);
 
@@ -52,9 +45,13 @@ impl StepLr {
     /// Decays by `gamma` every `step_size` steps.
     ///
     /// # Errors
-    /// `InvalidArgument` when `step_size` is zero.
+    /// `InvalidArgument` when `step_size` is zero, `base_lr` is not a learning rate (finite,
+    /// `>= 0`) or `gamma` is negative or not finite.
     pub fn new(base_lr: f32, step_size: u64, gamma: f32) -> Result<StepLr> {
-        positive("StepLr::new", "step_size", step_size)?;
+        const OP: &str = "StepLr::new";
+        check::learning_rate(OP, base_lr)?;
+        check::positive_count(OP, "step_size", step_size)?;
+        check::non_negative(OP, "gamma", gamma)?;
         Ok(StepLr { base_lr, step_size, gamma })
     }
 }
@@ -79,9 +76,12 @@ impl CosineAnnealing {
     /// Anneals from `base_lr` to `min_lr` over `total_steps`.
     ///
     /// # Errors
-    /// `InvalidArgument` when `total_steps` is zero.
+    /// `InvalidArgument` when `total_steps` is zero or a rate is negative or not finite.
     pub fn new(base_lr: f32, min_lr: f32, total_steps: u64) -> Result<CosineAnnealing> {
-        positive("CosineAnnealing::new", "total_steps", total_steps)?;
+        const OP: &str = "CosineAnnealing::new";
+        check::learning_rate(OP, base_lr)?;
+        check::non_negative(OP, "min_lr", min_lr)?;
+        check::positive_count(OP, "total_steps", total_steps)?;
         Ok(CosineAnnealing { base_lr, min_lr, total_steps })
     }
 }
@@ -110,13 +110,7 @@ impl<S: LrSchedule> LinearWarmup<S> {
     /// # Errors
     /// `InvalidArgument` when `start_factor` is outside `[0, 1]`.
     pub fn new(warmup_steps: u64, start_factor: f32, inner: S) -> Result<LinearWarmup<S>> {
-        if !(0.0..=1.0).contains(&start_factor) {
-            return fail(ErrorKind::InvalidArgument {
-                op: "LinearWarmup::new",
-                arg: "start_factor",
-                reason: format!("{start_factor} is not in [0, 1]"),
-            });
-        }
+        check::unit_interval("LinearWarmup::new", "start_factor", start_factor)?;
         Ok(LinearWarmup { warmup_steps, start_factor, inner })
     }
 }

@@ -4,7 +4,7 @@
 use super::state::{apply, SlotState};
 use super::Optimizer;
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 use crate::nn::Module;
 
 /// Hyperparameters of [`Sgd`] (PyTorch's names and defaults, with `lr` 0.01).
@@ -50,17 +50,11 @@ impl Sgd {
     /// `InvalidArgument` for a negative or non-finite `lr`, `momentum` or `weight_decay`, or
     /// Nesterov without momentum or with dampening.
     pub fn new(config: SgdConfig) -> Result<Sgd> {
-        let check = |arg: &'static str, v: f32| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                fail(ErrorKind::InvalidArgument { op: "Sgd::new", arg, reason: format!("{v} must be finite and >= 0") })
-            }
-        };
-        check("lr", config.lr)?;
-        check("momentum", config.momentum)?;
-        check("dampening", config.dampening)?;
-        check("weight_decay", config.weight_decay)?;
+        const OP: &str = "Sgd::new";
+        check::learning_rate(OP, config.lr)?;
+        check::non_negative(OP, "momentum", config.momentum)?;
+        check::non_negative(OP, "dampening", config.dampening)?;
+        check::non_negative(OP, "weight_decay", config.weight_decay)?;
         if config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0) {
             return fail(ErrorKind::InvalidArgument {
                 op: "Sgd::new",

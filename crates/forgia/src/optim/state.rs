@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::autograd::no_grad;
 use crate::autograd::Tensor;
-use crate::error::{fail, Error, ErrorKind, Result};
+use crate::error::{check, fail, Error, ErrorKind, Result};
 use crate::nn::{Module, Seen};
 
 /// The state of one parameter: its step count, its shape, and one buffer per slot (empty until
@@ -86,8 +86,12 @@ impl SlotState {
             }
         }
         let lr = match entries.remove("lr") {
-            Some(t) if t.numel() == 1 && t.to_vec()[0].is_finite() => t.to_vec()[0],
-            Some(_) => return Err(bad("lr must be one finite value".into())),
+            Some(t) if t.numel() == 1 => {
+                let lr = t.to_vec()[0];
+                check::learning_rate("Optimizer::load_state", lr)?;
+                lr
+            }
+            Some(_) => return Err(bad("lr must be one value".into())),
             None => return Err(bad("missing entry \"lr\"".into())),
         };
         let steps = decode_count("step", entries.remove("step").ok_or_else(|| bad("missing entry \"step\"".into()))?)?;

@@ -2,7 +2,7 @@
 //! constructors of the same names make constants from these.
 
 use super::{alloc, Array, Rng, Size};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 
 impl Array {
     /// A constant from row-major `data` with `shape`.
@@ -95,9 +95,11 @@ impl Array {
     /// `start, start+step, …` up to (excluding) `end`, as a rank-1 constant.
     ///
     /// # Errors
-    /// `InvalidArgument` when `step` is zero, not finite, or points away from `end`;
-    /// `SizeOverflow` / `OutOfMemory` when the count is too large.
+    /// `InvalidArgument` when a bound is not finite, or `step` is zero, not finite, or points
+    /// away from `end`; `SizeOverflow` / `OutOfMemory` when the count is too large.
     pub fn arange(start: f32, end: f32, step: f32) -> Result<Array> {
+        check::finite("arange", "start", start)?;
+        check::finite("arange", "end", end)?;
         if step == 0.0 || !step.is_finite() || (end - start) * step < 0.0 {
             return fail(ErrorKind::InvalidArgument {
                 op: "arange",
@@ -116,8 +118,11 @@ impl Array {
     /// `n` evenly spaced values from `start` to `end` inclusive.
     ///
     /// # Errors
-    /// `SizeOverflow` / `OutOfMemory` when `n` is too large.
+    /// `InvalidArgument` when a bound is not finite; `SizeOverflow` / `OutOfMemory` when `n` is
+    /// too large.
     pub fn linspace(start: f32, end: f32, n: usize) -> Result<Array> {
+        check::finite("linspace", "start", start)?;
+        check::finite("linspace", "end", end)?;
         let mut data = filled_vec("linspace", &[n], start)?;
         if n > 1 {
             for (i, v) in data.iter_mut().enumerate() {
@@ -146,7 +151,9 @@ impl Array {
     /// shape is too large.
     pub fn one_hot(indices: &[usize], classes: usize) -> Result<Array> {
         if let Some(&i) = indices.iter().find(|&&i| i >= classes) {
-            return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index: i as i64, size: classes });
+            // Saturated, never wrapped: usize::MAX is not "index -1".
+            let index = i64::try_from(i).unwrap_or(i64::MAX);
+            return fail(ErrorKind::IndexOutOfRange { op: "one_hot", index, size: classes });
         }
         let shape = [indices.len(), classes];
         let mut data = filled_vec("one_hot", &shape, 0.0)?;
@@ -159,8 +166,10 @@ impl Array {
     /// Uniform values in `[low, high)` from an explicit generator.
     ///
     /// # Errors
-    /// `SizeOverflow` / `OutOfMemory` as [`Array::full`].
+    /// `InvalidArgument` when a bound is not finite or `low > high`; `SizeOverflow` /
+    /// `OutOfMemory` as [`Array::full`].
     pub fn rand(shape: &[usize], low: f32, high: f32, rng: &mut Rng) -> Result<Array> {
+        check::ordered_range("rand", low, high)?;
         let mut data = filled_vec("rand", shape, 0.0)?;
         data.iter_mut().for_each(|v| *v = low + (high - low) * rng.uniform());
         Ok(Array::from_parts(data, shape))
@@ -169,8 +178,11 @@ impl Array {
     /// Normal values with `mean` and `std` from an explicit generator.
     ///
     /// # Errors
+    /// `InvalidArgument` when `mean` is not finite or `std` is negative or not finite;
     /// `SizeOverflow` / `OutOfMemory` as [`Array::full`].
     pub fn randn(shape: &[usize], mean: f32, std: f32, rng: &mut Rng) -> Result<Array> {
+        check::finite("randn", "mean", mean)?;
+        check::non_negative("randn", "std", std)?;
         let mut data = filled_vec("randn", shape, 0.0)?;
         data.iter_mut().for_each(|v| *v = mean + std * rng.normal());
         Ok(Array::from_parts(data, shape))
