@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use smallvec::SmallVec;
 
 use super::mode::set_grad_enabled;
-use super::node::{attach, Backward, Grads, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
+use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
 use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
@@ -263,7 +263,7 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     let mut edge_slot = node.edge.lock();
     let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
     // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
-    let parents: SmallVec<[Option<Arc<Node>>; 2]> =
+    let parents: SmallVec<[Option<Held<'_>>; 2]> =
         edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
     let mut grads = None;
     if let Some(gy) = gy.as_ref().filter(|_| parents.iter().any(Option::is_some)) {
@@ -282,9 +282,10 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
         // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
         // every contribution the other threads delivered before their decrements.
         if !parent.leaf && parent.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            ready.push(parent.clone());
+            ready.push(Arc::clone(parent));
         }
     }
+    drop(parents);
     if !pass.retain {
         // Frees the saved tensors and the links to the operands as the pass runs.
         *edge_slot = None;
@@ -319,7 +320,7 @@ fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Gra
 /// Validates a record's output before any of it is delivered, and sums each gradient that
 /// arrives in a broadcast of its operand's shape back to that shape (the one place broadcast
 /// gradients are reduced; records never do it themselves).
-fn check(op: &'static str, parents: &[Option<Arc<Node>>], grads: &mut [Option<Tensor>], anomaly: bool) -> Result<()> {
+fn check(op: &'static str, parents: &[Option<Held<'_>>], grads: &mut [Option<Tensor>], anomaly: bool) -> Result<()> {
     if grads.len() != parents.len() {
         return fail(ErrorKind::MissingBackwardGradient { op, operand: grads.len().min(parents.len()) });
     }

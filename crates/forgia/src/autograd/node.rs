@@ -41,7 +41,7 @@ pub(crate) trait Backward: Send + Sync {
 /// builds a graph of the gradients themselves (`create_graph`).
 pub(crate) struct VjpCtx<'a> {
     pub(super) node: &'a Arc<Node>,
-    pub(super) parents: &'a [Option<Arc<Node>>],
+    pub(super) parents: &'a [Option<Held<'a>>],
     pub(super) create_graph: bool,
 }
 
@@ -61,7 +61,7 @@ impl VjpCtx<'_> {
     pub(crate) fn input(&self, i: usize, saved: &Array) -> Tensor {
         let mut t = Tensor::from(saved);
         if self.create_graph {
-            t.node = self.parents[i].clone();
+            t.node = self.parents[i].as_ref().map(|p| Arc::clone(p));
         }
         t
     }
@@ -97,6 +97,10 @@ pub(super) struct Edge {
 /// gradient that carries a graph reaching back to the leaf (a `create_graph` pass) makes no
 /// `Arc` cycle, and dropping the variable frees the gradient and its graph. A contribution to
 /// a leaf nobody holds any more is dropped: no handle is left to read it.
+/// An operand's node held for one firing: borrowed from the edge for an op result, an upgraded
+/// handle for a variable (so firing costs no reference-count traffic on interior edges).
+pub(super) type Held<'a> = std::borrow::Cow<'a, Arc<Node>>;
+
 pub(super) enum Parent {
     Interior(Arc<Node>),
     Leaf(Weak<Node>),
@@ -112,10 +116,10 @@ impl Parent {
     }
 
     /// The operand's node, `None` for a leaf that was dropped.
-    pub(super) fn get(&self) -> Option<Arc<Node>> {
+    pub(super) fn get(&self) -> Option<Held<'_>> {
         match self {
-            Parent::Interior(n) => Some(n.clone()),
-            Parent::Leaf(w) => w.upgrade(),
+            Parent::Interior(n) => Some(Held::Borrowed(n)),
+            Parent::Leaf(w) => w.upgrade().map(Held::Owned),
         }
     }
 
