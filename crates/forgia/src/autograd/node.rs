@@ -61,7 +61,7 @@ impl VjpCtx<'_> {
     pub(crate) fn input(&self, i: usize, saved: &Array) -> Tensor {
         let mut t = Tensor::from(saved);
         if self.create_graph {
-            t.node = self.parents[i].as_ref().map(|p| Arc::clone(p));
+            t.node = self.parents[i].as_deref().cloned();
         }
         t
     }
