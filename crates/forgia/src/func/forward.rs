@@ -44,6 +44,19 @@ pub fn jvp(
 /// [`jvp`] with options: with `create_graph` the value and the product are differentiable
 /// with respect to `inputs` and `tangents`.
 ///
+/// ```
+/// use forgia::func::{self, FuncOptions};
+/// use forgia::Tensor;
+/// let x = Tensor::variable(vec![3.0], &[1])?;
+/// let t = Tensor::variable(vec![0.5], &[1])?;
+/// let options = FuncOptions { create_graph: true };
+/// let (_, jt) = func::jvp_with(|xs| xs[0].mul(&xs[0]), &[x.clone()], &[t.clone()], options)?;
+/// jt.sum_all().backward()?; // jt = 2x·t: ∂/∂x = 2t, ∂/∂t = 2x
+/// assert_eq!(x.grad().unwrap().to_vec(), vec![1.0]);
+/// assert_eq!(t.grad().unwrap().to_vec(), vec![6.0]);
+/// # Ok::<(), forgia::Error>(())
+/// ```
+///
 /// # Errors
 /// As [`jvp`].
 pub fn jvp_with(
@@ -149,6 +162,18 @@ pub fn hvp(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], v: &[Tens
 
 /// [`hvp`] with options: with `create_graph` the value and the products are differentiable
 /// with respect to `inputs` and `v`.
+///
+/// ```
+/// use forgia::func::{self, FuncOptions};
+/// use forgia::Tensor;
+/// let x = Tensor::variable(vec![2.0], &[1])?;
+/// let v = Tensor::from_vec(vec![1.0], &[1])?;
+/// let cube = |xs: &[Tensor]| Ok(xs[0].mul(&xs[0])?.mul(&xs[0])?.sum_all());
+/// let (_, hv) = func::hvp_with(cube, &[x.clone()], &[v], FuncOptions { create_graph: true })?;
+/// hv[0].sum_all().backward()?; // H·v = 6x·v, so ∂/∂x = 6v
+/// assert_eq!(x.grad().unwrap().to_vec(), vec![6.0]);
+/// # Ok::<(), forgia::Error>(())
+/// ```
 ///
 /// # Errors
 /// As [`hvp`].
