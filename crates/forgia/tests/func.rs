@@ -275,6 +275,10 @@ fn transforms_leave_the_callers_variables_and_their_gradients_untouched() {
     results.extend(func::jacobian(&s, &xs).unwrap());
     results.extend(func::jacfwd(&s, &xs).unwrap());
     results.extend(func::hessian(&s, &xs).unwrap().into_iter().flatten());
+    // Differentiable results leave the gradients alone too, until the caller backpropagates.
+    let (_, dg) = func::vjp_with(&s, &xs, &Tensor::scalar(1.0), GRAPH).unwrap();
+    let dh = func::hessian_with(&s, &xs, GRAPH).unwrap();
+    assert!(dg.iter().chain(dh.iter().flatten()).all(Tensor::requires_grad));
     for (i, x) in xs.iter().enumerate() {
         assert!(x.is_variable());
         assert_eq!(x.grad().unwrap().to_vec(), before[i], "input {i}: gradient changed");
