@@ -97,6 +97,7 @@
 pub mod autograd;
 pub mod data;
 mod error;
+pub mod func;
 pub mod io;
 pub(crate) mod kernels;
 pub mod nn;
