@@ -109,7 +109,7 @@ pub mod tensor;
 
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
 pub use autograd::{checkpoint, checkpoint_with, custom_op, CustomOp};
-pub use autograd::{is_grad_enabled, no_grad, BackwardOptions, NoGradGuard, Tensor};
+pub use autograd::{enable_grad, is_grad_enabled, no_grad, BackwardOptions, GradModeGuard, NoGradGuard, Tensor};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::attention::AttentionOptions;
 pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};

@@ -15,7 +15,7 @@ mod tensor;
 pub use checkpoint::{checkpoint, checkpoint_with};
 pub use custom::{custom_op, CustomOp};
 pub use engine::BackwardOptions;
-pub use mode::{is_grad_enabled, no_grad, NoGradGuard};
+pub use mode::{enable_grad, is_grad_enabled, no_grad, GradModeGuard, NoGradGuard};
 pub(crate) use node::{attach, Backward, Grads, VjpCtx};
 pub use tensor::Tensor;
 #[cfg(test)]

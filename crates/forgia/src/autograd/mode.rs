@@ -61,11 +61,30 @@ impl Drop for NoGradGuard {
     }
 }
 
-/// The guard of [`set_grad_enabled`]: restores the enclosing setting when dropped.
+/// The guard of [`enable_grad`] (and of the engine's explicit scopes): restores the enclosing
+/// setting when dropped. Thread-bound, like [`NoGradGuard`].
 #[must_use = "the setting ends as soon as the guard is dropped"]
-pub(crate) struct GradModeGuard {
+pub struct GradModeGuard {
     saved: (u32, bool),
     _thread: PhantomData<*const ()>,
+}
+
+/// Turns recording on for this thread until the guard drops, even inside a [`no_grad`] region
+/// (PyTorch's `torch.enable_grad`); a `no_grad` guard opened inside it still turns recording
+/// off. The function transforms use it, so they work under an outer `no_grad` as `torch.func`
+/// does.
+///
+/// ```
+/// use forgia::{enable_grad, is_grad_enabled, no_grad};
+/// let _off = no_grad();
+/// {
+///     let _on = enable_grad();
+///     assert!(is_grad_enabled());
+/// }
+/// assert!(!is_grad_enabled());
+/// ```
+pub fn enable_grad() -> GradModeGuard {
+    set_grad_enabled(true)
 }
 
 /// Sets grad mode on this thread to `enabled` until the guard drops, whatever guards are open

@@ -6,9 +6,9 @@
 //! engine has no forward-mode (tangent) rules, so every product here is built this way, and
 //! every op of `f` needs a differentiable backward.
 
-use super::graph::{assemble, basis, fresh, grads, one_per_input, recording, same_shape, scalar, seeds, Finish};
+use super::graph::{assemble, basis, fresh, grads, one_per_input, same_shape, scalar, seeds, Finish};
 use super::FuncOptions;
-use crate::autograd::Tensor;
+use crate::autograd::{enable_grad, Tensor};
 use crate::error::Result;
 
 /// The value of `f` at `inputs` and the Jacobian–vector product `Σᵢ ∂f/∂inputs[i] · tangents[i]`
@@ -65,7 +65,7 @@ pub fn jvp_with(
     tangents: &[Tensor],
     options: FuncOptions,
 ) -> Result<(Tensor, Tensor)> {
-    recording("jvp")?;
+    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     one_per_input("jvp", "tangents", inputs.len(), tangents.len())?;
     inputs.iter().zip(tangents).try_for_each(|(x, t)| same_shape("jvp", x, t))?;
     let z = fresh(inputs);
@@ -114,7 +114,7 @@ pub(super) fn jacfwd_with(
     inputs: &[Tensor],
     options: FuncOptions,
 ) -> Result<Vec<Tensor>> {
-    recording("jacfwd")?;
+    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     let z = fresh(inputs);
     let y = f(&z)?;
     let u = Tensor::zeros(y.shape())?.into_variable();
@@ -183,7 +183,7 @@ pub fn hvp_with(
     v: &[Tensor],
     options: FuncOptions,
 ) -> Result<(Tensor, Vec<Tensor>)> {
-    recording("hvp")?;
+    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     one_per_input("hvp", "v", inputs.len(), v.len())?;
     inputs.iter().zip(v).try_for_each(|(x, v)| same_shape("hvp", x, v))?;
     let z = fresh(inputs);

@@ -175,16 +175,6 @@ impl Finish {
     }
 }
 
-/// Fails with `InvalidArgument { op, .. }` while grad mode is off: a transform records `f`'s
-/// graph on its stand-ins, and inside [`crate::autograd::no_grad`] nothing would be recorded.
-pub(super) fn recording(op: &'static str) -> Result<()> {
-    if is_grad_enabled() {
-        return Ok(());
-    }
-    let reason = "grad mode is off (no_grad): the transform cannot record the function's graph".to_string();
-    fail(ErrorKind::InvalidArgument { op, arg: "grad mode", reason })
-}
-
 /// Seeds or tangents as stand-ins: fresh variables when the result must be differentiable with
 /// respect to them, plain detached values otherwise.
 pub(super) fn seeds(ts: &[Tensor], create_graph: bool) -> Vec<Tensor> {

@@ -1,9 +1,9 @@
 //! Reverse-mode transforms: [`vjp`], the reverse-mode [`jacobian`], and [`hessian`] (the
 //! reverse Jacobian of a gradient taken with a graph).
 
-use super::graph::{fresh, grads, jacobian_rows, recording, same_shape, scalar, seeds, Finish};
+use super::graph::{fresh, grads, jacobian_rows, same_shape, scalar, seeds, Finish};
 use super::FuncOptions;
-use crate::autograd::Tensor;
+use crate::autograd::{enable_grad, Tensor};
 use crate::error::Result;
 
 /// The value of `f` at `inputs` and its vector–Jacobian products `vᵀ·∂f/∂inputs[i]`, one per
@@ -53,7 +53,7 @@ pub fn vjp_with(
     v: &Tensor,
     options: FuncOptions,
 ) -> Result<(Tensor, Vec<Tensor>)> {
-    recording("vjp")?;
+    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     let z = fresh(inputs);
     let y = f(&z)?;
     same_shape("vjp", &y, v)?;
@@ -96,7 +96,7 @@ pub(super) fn jacrev(
     inputs: &[Tensor],
     options: FuncOptions,
 ) -> Result<Vec<Tensor>> {
-    recording("jacobian")?;
+    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     let z = fresh(inputs);
     let y = f(&z)?;
     let blocks = jacobian_rows(&y, &z, options.create_graph)?;
@@ -147,7 +147,7 @@ pub fn hessian_with(
     inputs: &[Tensor],
     options: FuncOptions,
 ) -> Result<Vec<Vec<Tensor>>> {
-    recording("hessian")?;
+    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     let z = fresh(inputs);
     let y = f(&z)?;
     scalar("hessian", &y)?;
