@@ -32,7 +32,7 @@ use crate::error::Result;
 /// `InvalidArgument { op: "jvp", arg: "tangents", .. }` unless one tangent is given per input;
 /// `ShapeMismatch { op: "jvp", lhs: input shape, rhs: tangent shape }`;
 /// `DoubleBackwardUnsupported { op }` when `f` uses an op whose backward is not
-/// differentiable; `InvalidArgument` inside [`crate::no_grad`]; any error of `f`, unchanged.
+/// differentiable; any error of `f`, unchanged.
 pub fn jvp(
     f: impl Fn(&[Tensor]) -> Result<Tensor>,
     inputs: &[Tensor],
@@ -103,7 +103,7 @@ pub fn jvp_with(
 ///
 /// # Errors
 /// `DoubleBackwardUnsupported { op }` when `f` uses an op whose backward is not
-/// differentiable; `InvalidArgument` inside [`crate::no_grad`]; any error of `f`, unchanged.
+/// differentiable; any error of `f`, unchanged.
 pub fn jacfwd(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     jacfwd_with(&f, inputs, FuncOptions::default())
 }
@@ -155,7 +155,7 @@ pub(super) fn jacfwd_with(
 /// `InvalidArgument { op: "hvp", arg: "v", .. }` unless one vector is given per input;
 /// `ShapeMismatch { op: "hvp", lhs: input shape, rhs: vector shape }`;
 /// `DoubleBackwardUnsupported { op }` when `f` uses an op whose backward is not
-/// differentiable; `InvalidArgument` inside [`crate::no_grad`]; any error of `f`, unchanged.
+/// differentiable; any error of `f`, unchanged.
 pub fn hvp(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], v: &[Tensor]) -> Result<(Tensor, Vec<Tensor>)> {
     hvp_with(f, inputs, v, FuncOptions::default())
 }

@@ -24,8 +24,8 @@ use crate::error::Result;
 /// ```
 ///
 /// # Errors
-/// `ShapeMismatch { op: "vjp", lhs: f's output shape, rhs: v's shape }`; `InvalidArgument`
-/// inside [`crate::no_grad`]; any error of `f`, unchanged; any error of the backward pass.
+/// `ShapeMismatch { op: "vjp", lhs: f's output shape, rhs: v's shape }`;
+/// any error of `f`, unchanged; any error of the backward pass.
 pub fn vjp(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], v: &Tensor) -> Result<(Tensor, Vec<Tensor>)> {
     vjp_with(f, inputs, v, FuncOptions::default())
 }
@@ -84,7 +84,7 @@ pub fn vjp_with(
 /// ```
 ///
 /// # Errors
-/// `InvalidArgument` inside [`crate::no_grad`]; any error of `f`, unchanged; any error of the
+/// Any error of `f`, unchanged; any error of the
 /// backward passes.
 pub fn jacobian(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     jacrev(&f, inputs, FuncOptions::default())
@@ -121,7 +121,7 @@ pub(super) fn jacrev(
 /// # Errors
 /// `NotScalar { op: "hessian", shape }` when `f`'s output has more than one element;
 /// `DoubleBackwardUnsupported { op }` when `f` uses an op whose backward is not
-/// differentiable; `InvalidArgument` inside [`crate::no_grad`]; any error of `f`, unchanged.
+/// differentiable; any error of `f`, unchanged.
 pub fn hessian(f: impl Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
     hessian_with(f, inputs, FuncOptions::default())
 }
