@@ -41,6 +41,12 @@ pub(crate) fn built_settings() -> Option<PoolSettings> {
     BUILT.get().copied()
 }
 
+/// Whether the pools' threads flush subnormals (the main pool built first: its setting).
+fn pool_flushes() -> bool {
+    pool();
+    flushing()
+}
+
 /// True when subnormal flushing is on (see [`RuntimeConfig::flush_denormals`]).
 fn flushing() -> bool {
     built_settings().map_or_else(|| runtime::pool_settings().flush_denormals, |s| s.flush_denormals)
@@ -78,9 +84,57 @@ pub(crate) fn pool() -> &'static rayon::ThreadPool {
     })
 }
 
+/// A one-thread pool beside the main one: a serial backward pass runs on it, and so do the
+/// kernels it calls, whose parallel loops then run on that one thread.
+static SERIAL_POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
+
+fn serial_pool() -> &'static rayon::ThreadPool {
+    SERIAL_POOL.get_or_init(|| {
+        let flush = pool_flushes();
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "forgia-serial".to_string())
+            .start_handler(move |_| {
+                if flush {
+                    flush_denormals_on_this_thread();
+                }
+            })
+            .build()
+            .expect("building the forgia serial thread")
+    })
+}
+
+/// True on the serial pool's thread.
+fn in_serial() -> bool {
+    SERIAL_POOL.get().is_some_and(|p| p.current_thread_index().is_some())
+}
+
+/// Runs `f` with everything it computes on one thread: the engine's serial option.
+pub(crate) fn serially<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if in_serial() {
+        f()
+    } else {
+        serial_pool().install(f)
+    }
+}
+
+/// How many threads a kernel called from this thread may split its work over: 1 inside
+/// [`serially`], else the pool's size.
+pub(crate) fn kernel_threads() -> usize {
+    if in_serial() {
+        1
+    } else {
+        num_threads()
+    }
+}
+
 /// Runs `f` on the pool: in place on one of its threads (the adopted main thread flushing
 /// subnormals for the duration, as the spawned threads always do), else handed to the pool.
+/// Inside [`serially`] it runs in place, on the serial thread.
 pub(crate) fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if in_serial() {
+        return f();
+    }
     let pool = pool();
     match pool.current_thread_index() {
         Some(0) if built_settings().is_some_and(|s| s.adopt_main_thread) => {

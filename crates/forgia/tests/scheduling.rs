@@ -142,3 +142,14 @@ fn branches_fanning_out_from_one_input_run_on_more_than_one_thread() {
     let join = |ys: Vec<Tensor>| sums(ys).into_iter().reduce(|a, b| a.add(&b).unwrap()).unwrap();
     check_shape("fan-out", &join, true);
 }
+
+#[test]
+fn the_serial_option_gives_the_pooled_passs_gradients_with_every_kernel_on_one_thread() {
+    // Products large enough that the GEMM kernel would split them over the pool: in a serial
+    // pass they run on the one serial thread, and the gradients are the pooled pass's.
+    let b = Branches::new(false);
+    let join = |ys: Vec<Tensor>| sums(ys).into_iter().reduce(|a, b| a.add(&b).unwrap()).unwrap();
+    let serial = b.gradients(&join, true);
+    assert_eq!(b.distinct_threads(), 1);
+    assert_eq!(serial, b.gradients(&join, false));
+}

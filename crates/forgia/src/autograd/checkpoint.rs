@@ -4,7 +4,7 @@
 
 use smallvec::SmallVec;
 
-use super::engine::BackwardOptions;
+use super::engine::{self, BackwardOptions};
 use super::mode::{no_grad, set_grad_enabled};
 use super::node::{attach, Backward, Grads, VjpCtx};
 use crate::autograd::Tensor;
@@ -127,7 +127,7 @@ where
         if !recomputed.requires_grad() {
             return fail(ErrorKind::CheckpointOutputNotDifferentiable);
         }
-        recomputed.backward_with(Some(gy), BackwardOptions { serial: true, ..BackwardOptions::default() })?;
+        engine::run_with(&[&recomputed], &[Some(gy)], BackwardOptions::default(), engine::Drain::Inline)?;
         let mut grads: Grads = SmallVec::with_capacity(leaves.len());
         for (i, leaf) in leaves.iter().enumerate() {
             grads.push(if cx.needs_grad(i) { leaf.grad() } else { None });

@@ -49,8 +49,29 @@ struct Pass {
     failed: AtomicBool,
 }
 
+/// How a pass drains its ready nodes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Drain {
+    /// Heavy independent nodes go to the pool (unless `options.serial`: then everything,
+    /// kernels included, runs on one thread).
+    Public,
+    /// On the calling thread, with kernels free to split their work: the nested pass of a
+    /// checkpoint, whose gradients must be bitwise those of the plain path.
+    Inline,
+}
+
 /// Runs one backward pass from `outputs` with optional explicit `seeds` (same length).
 pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: BackwardOptions) -> Result<()> {
+    run_with(outputs, seeds, options, Drain::Public)
+}
+
+/// [`run`] with an explicit drain mode.
+pub(super) fn run_with(
+    outputs: &[&Tensor],
+    seeds: &[Option<&Tensor>],
+    options: BackwardOptions,
+    mode: Drain,
+) -> Result<()> {
     if outputs.len() != seeds.len() {
         return fail(ErrorKind::InvalidArgument {
             op: "backward_many",
@@ -112,7 +133,8 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
     }
 
     // 4. Drain.
-    let use_pool = !options.serial
+    let use_pool = mode == Drain::Public
+        && !options.serial
         && crate::parallel::num_threads() > 1
         && visited.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).nth(1).is_some();
     if use_pool {
@@ -123,6 +145,14 @@ pub(crate) fn run(outputs: &[&Tensor], seeds: &[Option<&Tensor>], options: Backw
                     drain(node, pass, Some(scope));
                 }
             })
+        });
+    } else if mode == Drain::Public && options.serial {
+        // The whole pass, kernels included, on the pool's one-thread sibling (DESIGN rule 9).
+        let pass = &pass;
+        crate::parallel::serially(|| {
+            for node in ready {
+                drain(node, pass, None);
+            }
         });
     } else {
         for node in ready {

@@ -49,7 +49,7 @@ impl AttnGeom {
     pub(crate) fn parts(&self, group: usize) -> usize {
         let chunks = self.bh / group.max(1);
         if chunks > 1 {
-            parallel::num_threads().min(chunks).max(1)
+            parallel::kernel_threads().min(chunks).max(1)
         } else {
             1
         }

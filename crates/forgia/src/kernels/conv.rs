@@ -76,7 +76,7 @@ impl ConvGeom {
     /// convolution, else 1.
     pub(crate) fn parts(&self) -> usize {
         if self.parallel() {
-            parallel::num_threads().min(self.n).max(1)
+            parallel::kernel_threads().min(self.n).max(1)
         } else {
             1
         }

@@ -51,7 +51,7 @@ pub(crate) fn gemm(
         return;
     }
     let work = m.saturating_mul(n).saturating_mul(k);
-    let threads = if work >= PARALLEL_GEMM_WORK { parallel::num_threads() } else { 1 };
+    let threads = if work >= PARALLEL_GEMM_WORK { parallel::kernel_threads() } else { 1 };
     let mut run = || {
         let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
         // SAFETY: the bounds of every operand were asserted above for the given strides and
