@@ -203,3 +203,21 @@ fn cross_entropy_without_smoothing_is_finite_when_a_wrong_class_is_at_minus_infi
     loss.backward().unwrap();
     assert!(x.grad().unwrap().to_vec().iter().all(|g| g.is_finite()));
 }
+
+#[test]
+fn kl_div_ignores_the_input_where_the_target_is_zero_even_at_minus_infinity() {
+    let input = Tensor::variable(vec![f32::NEG_INFINITY, -1.0], &[2]).unwrap();
+    let target = Tensor::from_vec(vec![0.0, 0.5], &[2]).unwrap();
+    let l = loss::kl_div(&input, &target, Reduction::Sum).unwrap();
+    let want = 0.5 * 0.5f32.ln() + 0.5; // 0.5·(ln 0.5 - (-1)), the zero-target term is 0
+    assert!((l.item().unwrap() - want).abs() < 1e-6, "{}", l.item().unwrap());
+    l.backward().unwrap();
+    assert_eq!(input.grad().unwrap().to_vec(), vec![0.0, -0.5]);
+}
+
+#[test]
+fn huber_loss_with_an_infinite_delta_is_an_error_not_nan() {
+    let x = Tensor::from_vec(vec![1.0, 2.0], &[2]).unwrap();
+    let e = loss::huber_loss(&x, &x, f32::INFINITY, Reduction::Mean).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::InvalidArgument { arg: "delta", .. }), "{e}");
+}

@@ -5,7 +5,7 @@
 use super::loss::Reduction;
 use super::unary::{constant_map, unary, UnaryRule};
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{check, fail, ErrorKind, Result};
 
 /// Applies a reduction to elementwise losses.
 fn reduce(op: &'static str, t: Tensor, reduction: Reduction) -> Result<Tensor> {
@@ -51,13 +51,8 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result
 /// `ShapeMismatch`; `InvalidArgument` for `delta <= 0`.
 pub fn huber_loss(input: &Tensor, target: &Tensor, delta: f32, reduction: Reduction) -> Result<Tensor> {
     same_shape("huber_loss", input, target)?;
-    if delta.is_nan() || delta <= 0.0 {
-        return fail(ErrorKind::InvalidArgument {
-            op: "huber_loss",
-            arg: "delta",
-            reason: format!("{delta} must be > 0"),
-        });
-    }
+    // An infinite delta would make the masked linear part 0·∞ = NaN everywhere.
+    check::positive("huber_loss", "delta", delta)?;
     let d = input.sub(target)?;
     let inside = constant_map("huber_loss", &d, |v| if v.abs() < delta { 1.0 } else { 0.0 })?;
     let outside_sign = constant_map("huber_loss", &d, |v| if v.abs() < delta { 0.0 } else { v.signum() })?;
@@ -89,7 +84,12 @@ pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor, reduct
 /// `ShapeMismatch`; `EmptyTensor` for a `Mean` / `BatchMean` of nothing.
 pub fn kl_div(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     same_shape("kl_div", input, target)?;
-    let l = unary(target, XLogX).sub(&target.mul(input)?)?;
+    // A term whose target is 0 contributes 0 whatever the input, -inf included (0·-inf would be
+    // NaN): the input is read as 0 there, so neither the loss nor a gradient sees it.
+    let nonzero = constant_map("kl_div", target, |t| if t != 0.0 { 1.0 } else { 0.0 })?;
+    let zero = Tensor::zeros(&[])?;
+    let seen = Tensor::where_(&nonzero, input, &zero)?;
+    let l = unary(target, XLogX).sub(&target.mul(&seen)?)?;
     reduce("kl_div", l, reduction)
 }
 
