@@ -249,3 +249,20 @@ fn bad_attention_and_rope_inputs_are_named_errors() {
     assert!(matches!(kind(q.rope(-1.0)), ErrorKind::InvalidArgument { arg: "base", .. }));
     assert!(matches!(kind(Tensor::zeros(&[4]).unwrap().rope(10.0)), ErrorKind::RankMismatch { .. }));
 }
+
+#[test]
+fn a_query_row_holding_nan_gives_nan_not_the_zeros_of_a_masked_row() {
+    // One head, two queries, three keys; the first query is all NaN, the second is finite.
+    let q = Tensor::from_vec(vec![f32::NAN, f32::NAN, 0.5, -0.5], &[1, 1, 2, 2]).unwrap();
+    let k = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[1, 1, 3, 2]).unwrap();
+    let v = Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[1, 1, 3, 2]).unwrap();
+    let y = q.scaled_dot_product_attention(&k, &v, AttentionOptions::default()).unwrap().to_vec();
+    assert!(y[..2].iter().all(|v| v.is_nan()), "{y:?}");
+    assert!(y[2..].iter().all(|v| v.is_finite()), "{y:?}");
+    // A row masked out entirely still gives zeros.
+    let mask = Tensor::from_vec(vec![f32::NEG_INFINITY; 6], &[1, 1, 2, 3]).unwrap();
+    let qf = Tensor::from_vec(vec![0.1, 0.2, 0.5, -0.5], &[1, 1, 2, 2]).unwrap();
+    let masked =
+        qf.scaled_dot_product_attention(&k, &v, AttentionOptions { mask: Some(&mask), ..Default::default() }).unwrap();
+    assert!(masked.to_vec().iter().all(|&v| v == 0.0));
+}

@@ -239,15 +239,18 @@ fn scores(
 }
 
 /// Softmax of one score row over its first `n` entries, in place, zeros after them; returns
-/// its log-sum-exp (`+inf`, and an all-zero row, when every entry is `-inf`).
+/// its log-sum-exp (`+inf`, and an all-zero row, when every entry is `-inf`; NaN, and a NaN
+/// row, when the row holds NaN: a NaN score is never taken for a masked one).
 #[inline(always)]
 fn softmax_row(row: &mut [f32], n: usize) -> f32 {
     let (live, dead) = row.split_at_mut(n);
     dead.fill(0.0);
     let m = row_max(live);
     if m == f32::NEG_INFINITY {
-        live.fill(0.0);
-        return f32::INFINITY;
+        // `row_max` skips NaN, so an all-NaN row reaches here too: it stays NaN.
+        let nan = live.iter().any(|v| v.is_nan());
+        live.fill(if nan { f32::NAN } else { 0.0 });
+        return if nan { f32::NAN } else { f32::INFINITY };
     }
     for e in live.iter_mut() {
         *e = exp0(*e - m);
