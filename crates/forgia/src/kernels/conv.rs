@@ -220,6 +220,9 @@ fn per_sample<T: Send>(
 /// `[O, C/groups, kh, kw]`, `y` is `[N, O, OH, OW]` (overwritten).
 pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il) = (g.og(), g.kg(), g.ohw(), g.image_len());
+    if g.cols_len() == 0 {
+        return; // no output channels or no output pixels: nothing to write
+    }
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     per_sample(g, &mut outs, scratch, |n, yn, cols| {
         let xn = &x[n * il..(n + 1) * il];
@@ -240,6 +243,9 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32], scratch
 /// forward of conv_transpose2d). `x` is overwritten.
 pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, cl) = (g.og(), g.kg(), g.ohw(), g.cols_len());
+    if g.image_len() == 0 {
+        return; // no input channels or no input pixels: nothing to write
+    }
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
         let yn = &y[n * cl..(n + 1) * cl];
@@ -262,6 +268,9 @@ pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32], s
 pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
     let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(), scratch.parts.max(1));
+    if gw.is_empty() {
+        return; // no weights
+    }
     let per = g.n.div_ceil(parts);
     let (cols, sums) = scratch.buf.split_at_mut(parts * unfold);
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {

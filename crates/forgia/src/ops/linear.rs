@@ -55,7 +55,8 @@ impl Tensor {
                 });
             }
         }
-        let m = self.numel() / k.max(1);
+        // The rows are the product of the leading sizes (not numel / k: k may be 0).
+        let m: usize = self.shape()[..self.rank() - 1].iter().product();
         let x = self.contiguous_data()?;
         let w = weight.contiguous_data()?;
         let mut out = crate::tensor::buffer("linear", m * n)?;

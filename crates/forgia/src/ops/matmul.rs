@@ -99,7 +99,9 @@ impl Tensor {
                     broadcast_shapes("matmul", &self.shape()[..ra - 2], &other.shape()[..rb - 2])?.to_vec();
                 shape.extend_from_slice(&[m, n]);
                 let b = if rb == 2 { other.clone() } else { other.reshape(&[k, n])? };
-                self.reshape(&[self.numel() / k.max(1), k])?.matmul_nd(&b)?.reshape(&shape)
+                // The rows are the product of the leading sizes (not numel / k: k may be 0).
+                let rows: usize = self.shape()[..ra - 1].iter().product();
+                self.reshape(&[rows, k])?.matmul_nd(&b)?.reshape(&shape)
             }
             _ => self.matmul_nd(other),
         }
