@@ -143,42 +143,33 @@ fn w8_deep(reps: usize) -> Result<String, forgia::Error> {
 
 /// W3: four independent heavy branches, with the pool and with the serial option.
 fn w3_branches(reps: usize) -> Result<String, forgia::Error> {
-    let mut rng = forgia::Rng::new(3);
-    let x = Tensor::randn(&[512, 1024], 0.0, 1.0, &mut rng)?;
-    let params: Vec<(Tensor, Tensor)> = (0..4)
-        .map(|_| {
-            let w = Tensor::randn(&[1024, 1024], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable();
-            let v = Tensor::randn(&[1024, 1024], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable();
-            (w, v)
-        })
-        .collect();
-    let step = |serial: bool| -> Result<(), forgia::Error> {
-        let mut loss = Tensor::scalar(0.0);
-        for (w, v) in &params {
-            loss = loss.add(&x.matmul(w)?.tanh().matmul(v)?.sum_all())?;
-        }
-        loss.backward_with(None, forgia::BackwardOptions { serial, ..Default::default() })?;
-        params.iter().for_each(|(w, v)| {
-            w.zero_grad();
-            v.zero_grad();
-        });
-        Ok(())
-    };
-    let ms = median_ms(reps, || step(false))?;
-    let serial_ms = median_ms(reps, || step(true))?;
-    Ok(line("W3", ms, &[("serial_ms", format!("{serial_ms:.3}"))]))
+    branches("W3", reps, 3, [512, 1024], 4, 0.03)
 }
 
 /// W11: 16 independent branches `y_i = tanh(x·W_i)·V_i` (`x` [64, 256] constant, `W_i`, `V_i`
 /// [256, 256] variables) whose sums are joined by a chain of adds, as users write
 /// `loss = a + b + c`; forward + backward, with the pool and with the serial option.
 fn w11_add_chain(reps: usize) -> Result<String, forgia::Error> {
-    let mut rng = forgia::Rng::new(11);
-    let x = Tensor::randn(&[64, 256], 0.0, 1.0, &mut rng)?;
-    let mut params = Vec::with_capacity(16);
-    for _ in 0..16 {
-        let w = Tensor::randn(&[256, 256], 0.0, 0.06, &mut rng)?.into_variable();
-        let v = Tensor::randn(&[256, 256], 0.0, 0.06, &mut rng)?.into_variable();
+    branches("W11", reps, 11, [64, 256], 16, 0.06)
+}
+
+/// `count` independent branches `tanh(x·W_i)·V_i` (`x` [rows, d] constant, `W_i`, `V_i` [d, d]
+/// variables of standard deviation `std`) whose sums are joined by a chain of adds; the median
+/// forward + backward with the pool, and with the serial option.
+fn branches(
+    name: &str,
+    reps: usize,
+    seed: u64,
+    [rows, d]: [usize; 2],
+    count: usize,
+    std: f32,
+) -> Result<String, forgia::Error> {
+    let mut rng = forgia::Rng::new(seed);
+    let x = Tensor::randn(&[rows, d], 0.0, 1.0, &mut rng)?;
+    let mut params = Vec::with_capacity(count);
+    for _ in 0..count {
+        let w = Tensor::randn(&[d, d], 0.0, std, &mut rng)?.into_variable();
+        let v = Tensor::randn(&[d, d], 0.0, std, &mut rng)?.into_variable();
         params.push((w, v));
     }
     let step = |serial: bool| -> Result<(), forgia::Error> {
@@ -190,7 +181,7 @@ fn w11_add_chain(reps: usize) -> Result<String, forgia::Error> {
                 Some(l) => l.add(&y)?,
             });
         }
-        let loss = loss.expect("sixteen branches");
+        let loss = loss.expect("at least one branch");
         loss.backward_with(None, forgia::BackwardOptions { serial, ..Default::default() })?;
         params.iter().for_each(|(w, v)| {
             w.zero_grad();
@@ -200,7 +191,7 @@ fn w11_add_chain(reps: usize) -> Result<String, forgia::Error> {
     };
     let ms = median_ms(reps, || step(false))?;
     let serial_ms = median_ms(reps, || step(true))?;
-    Ok(line("W11", ms, &[("serial_ms", format!("{serial_ms:.3}"))]))
+    Ok(line(name, ms, &[("serial_ms", format!("{serial_ms:.3}"))]))
 }
 
 fn line(name: &str, ms: f64, extra: &[(&str, String)]) -> String {
