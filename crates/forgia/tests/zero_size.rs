@@ -50,3 +50,12 @@ fn a_transposed_convolution_of_an_empty_batch_is_empty() {
     let y = z(&[0, 1, 4, 4]).conv_transpose2d(&z(&[1, 2, 3, 3]), None, Default::default()).unwrap();
     assert_eq!(y.shape(), &[0, 2, 6, 6]);
 }
+
+#[test]
+fn rope_over_an_empty_head_is_empty_forward_and_backward() {
+    let x = z(&[2, 3, 0]).into_variable();
+    let y = x.rope(10000.0).unwrap();
+    assert_eq!(y.shape(), &[2, 3, 0]);
+    y.sum_all().backward().unwrap();
+    assert_eq!(x.grad().unwrap().shape(), &[2, 3, 0]);
+}

@@ -6,6 +6,9 @@
 /// `out` is shaped like `x` (every element written); `table` is scratch of `S·D` floats for
 /// the `(cos, sin)` pairs of every position and frequency.
 pub(crate) fn rotate(x: &[f32], (s, d): (usize, usize), (base, sign): (f64, f64), table: &mut [f32], out: &mut [f32]) {
+    if d == 0 {
+        return; // an empty head: nothing to rotate (and no rows to chunk by)
+    }
     let h = d / 2;
     for pos in 0..s {
         for i in 0..h {
