@@ -19,6 +19,7 @@ use self::tile::{matmul, Dest, Products, Tri};
 use super::fastmath;
 use super::gemm::MatRef;
 use super::simd;
+use super::split_len;
 use crate::parallel;
 
 /// Sizes of one attention call.
@@ -264,18 +265,6 @@ fn softmax_row(row: &mut [f32], n: usize) -> f32 {
 /// `buf` cut into `n` equal chunks (empty ones when `buf` is empty).
 fn split(buf: &mut [f32], n: usize) -> Vec<&mut [f32]> {
     split_len(buf, n, buf.len() / n.max(1))
-}
-
-/// The first `n` consecutive chunks of `len` floats of `buf`.
-fn split_len(buf: &mut [f32], n: usize, len: usize) -> Vec<&mut [f32]> {
-    let mut rest = buf;
-    (0..n)
-        .map(|_| {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
-            rest = tail;
-            head
-        })
-        .collect()
 }
 
 /// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks: `scratch.parts`

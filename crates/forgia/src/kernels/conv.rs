@@ -10,6 +10,7 @@
 use rayon::prelude::*;
 
 use super::gemm::{gemm, MatRef};
+use super::split_len;
 use crate::parallel;
 
 /// The shape of one convolution (all sizes already checked by `ops/conv.rs`).
@@ -177,18 +178,6 @@ fn transposed(data: &[f32], offset: usize, row_stride: usize) -> MatRef<'_> {
     MatRef { data, offset, row_stride: 1, col_stride: row_stride as isize }
 }
 
-/// `buf` cut into `n` consecutive chunks of `len` (empty ones when `len` is 0).
-fn split(buf: &mut [f32], n: usize, len: usize) -> Vec<&mut [f32]> {
-    let mut rest = buf;
-    (0..n)
-        .map(|_| {
-            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
-            rest = tail;
-            head
-        })
-        .collect()
-}
-
 /// Runs `f(sample, item, column scratch)` over the batch: `scratch.parts` consecutive slices
 /// of it in parallel, each with its own column matrix.
 fn per_sample<T: Send>(
@@ -198,7 +187,7 @@ fn per_sample<T: Send>(
     f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
 ) {
     let (unfold, parts) = (g.unfold_len(), scratch.parts.max(1));
-    let mut cols = split(scratch.buf, parts, unfold);
+    let mut cols = split_len(scratch.buf, parts, unfold);
     if parts == 1 || items.len() <= 1 {
         for (i, t) in items.iter_mut().enumerate() {
             f(i, t, &mut *cols[0]);
@@ -290,11 +279,11 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
             }
         }
     };
-    let mut cols = split(cols, parts, unfold);
+    let mut cols = split_len(cols, parts, unfold);
     if parts == 1 {
         return partial(0, gw, &mut *cols[0]);
     }
-    let mut outs: Vec<&mut [f32]> = std::iter::once(gw).chain(split(sums, parts - 1, wlen)).collect();
+    let mut outs: Vec<&mut [f32]> = std::iter::once(gw).chain(split_len(sums, parts - 1, wlen)).collect();
     parallel::install(|| {
         outs.par_iter_mut().zip(cols.par_iter_mut()).enumerate().for_each(|(p, (gw, cols))| partial(p, gw, cols))
     });

@@ -17,3 +17,16 @@ pub(crate) mod rope;
 pub(crate) mod simd;
 pub(crate) mod softmax;
 pub(crate) mod ste;
+
+/// The first `n` consecutive chunks of `len` floats of `buf` (empty ones when `len` is 0): how
+/// the parallel kernels hand each part of their work its own slice of one scratch buffer.
+pub(crate) fn split_len(buf: &mut [f32], n: usize, len: usize) -> Vec<&mut [f32]> {
+    let mut rest = buf;
+    (0..n)
+        .map(|_| {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            head
+        })
+        .collect()
+}
