@@ -114,6 +114,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use ops::attention::AttentionOptions;
 pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};
 pub use ops::elemental::{elemental_binary, elemental_unary};
+pub use ops::elemental::{elemental_binary_with_second, elemental_unary_with_second};
 pub use ops::index::Indices;
 pub use ops::loss;
 pub use ops::norm::RunningStats;
