@@ -4,6 +4,7 @@
 //! fails.
 
 mod inputs;
+mod second_order;
 
 use std::time::Instant;
 
@@ -23,6 +24,10 @@ pub(crate) struct GradcheckArgs {
     /// Seed of the random shapes and values.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Check second order instead: the gradient of `sum(grad(f)·v)` from a `create_graph`
+    /// pass against finite differences of first-order gradients (gradgradcheck).
+    #[arg(long)]
+    second_order: bool,
 }
 
 /// An error of the gradcheck command.
@@ -417,13 +422,28 @@ fn extension_cases() -> Vec<Case> {
         case(
             "elemental_unary",
             |r| vec![normal(&ab(r), r)],
-            |x| Ok(forgia::elemental_unary(&x[0], |v| v.sin() * v, |v, _y, g| g * (v.cos() * v + v.sin()))),
+            |x| {
+                // y = x·sin x; gx = g·(x cos x + sin x); its derivatives: g·(2 cos x - x sin x), (x cos x + sin x)
+                Ok(forgia::elemental_unary_with_second(
+                    &x[0],
+                    |v| v.sin() * v,
+                    |v, _y, g| g * (v.cos() * v + v.sin()),
+                    |v, _y, g, u| (u * g * (2.0 * v.cos() - v * v.sin()), u * (v.cos() * v + v.sin())),
+                ))
+            },
         ),
         case(
             "elemental_binary",
             |r| broadcast_pair(r, false),
             |x| {
-                forgia::elemental_binary(&x[0], &x[1], |a, b| a * b.exp(), |a, b, _y, g| (g * b.exp(), g * a * b.exp()))
+                // y = a·eᵇ; (ga, gb) = (g·eᵇ, g·a·eᵇ), differentiated in a, b and g
+                forgia::elemental_binary_with_second(
+                    &x[0],
+                    &x[1],
+                    |a, b| a * b.exp(),
+                    |a, b, _y, g| (g * b.exp(), g * a * b.exp()),
+                    |a, b, _y, g, ga, gb| (gb * g * b.exp(), (ga + gb * a) * g * b.exp(), (ga + gb * a) * b.exp()),
+                )
             },
         ),
     ]
@@ -468,21 +488,27 @@ pub(crate) fn run(args: &GradcheckArgs) -> std::result::Result<(), GradcheckErro
         return Err(GradcheckError::NoMatch(args.filter.clone().unwrap_or_default()));
     }
     println!("{:<34} {:<34} {:>8} {:>10}  result", "op", "input shapes", "checked", "max error");
-    let mut failed = Vec::new();
+    let (mut failed, mut known_failures) = (Vec::new(), 0);
     for case in &selected {
-        let row = check(case, args.seed);
+        let row = if args.second_order { second_order::check(case, args.seed) } else { check(case, args.seed) };
+        let known = args.second_order && second_order::KNOWN_EXCEPTIONS.contains(&row.op);
         let verdict = match &row.verdict {
             Ok(true) => "pass".to_string(),
+            _ if known => "known exception (second order not available yet)".to_string(),
             Ok(false) => "FAIL".to_string(),
             Err(e) => format!("ERROR: {e}"),
         };
         println!("{:<34} {:<34} {:>8} {:>10.2e}  {verdict}", row.op, row.shapes, row.checked, row.max_error);
-        if !matches!(row.verdict, Ok(true)) {
+        if !matches!(row.verdict, Ok(true)) && known {
+            known_failures += 1;
+        } else if !matches!(row.verdict, Ok(true)) {
             failed.push(row.op);
         }
     }
     let total = selected.len();
-    println!("{} of {total} ops passed in {:.1} s", total - failed.len(), start.elapsed().as_secs_f64());
+    let passed = total - failed.len() - known_failures;
+    let known = if known_failures > 0 { format!(" ({known_failures} known exceptions)") } else { String::new() };
+    println!("{passed} of {total} ops passed{known} in {:.1} s", start.elapsed().as_secs_f64());
     if failed.is_empty() {
         Ok(())
     } else {

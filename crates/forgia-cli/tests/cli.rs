@@ -211,6 +211,15 @@ fn gradcheck_passes_for_every_op() {
 }
 
 #[test]
+fn gradcheck_second_order_sweep_passes_for_every_op() {
+    // Every row of the table; the known exceptions (listed in gradcheck/second_order.rs)
+    // print "known exception" instead of failing.
+    let text = succeed(&["gradcheck", "--second-order"]);
+    assert!(text.contains("conv2d") && text.contains("layer_norm") && text.contains("checkpoint"), "{text}");
+    assert!(!text.contains("FAIL") && !text.contains("ERROR"), "{text}");
+}
+
+#[test]
 fn activation_checkpointing_does_not_change_the_loss_curve() {
     let dir = TempDir::new("checkpointing");
     let (plain, saved) = (dir.path().join("plain"), dir.path().join("saved"));
