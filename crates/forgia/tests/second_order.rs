@@ -76,11 +76,7 @@ fn max_pool2d_is_twice_differentiable() {
         let data: Vec<f32> = (0..n).map(|i| ((i * 37) % n) as f32 * 0.1 - 2.5).collect();
         Tensor::variable(data, &[1, 2, 5, 5]).unwrap()
     };
-    second_order(
-        |x| Ok(x[0].max_pool2d((3, 3), (2, 2), (1, 1))?.mul(&x[0].max_pool2d((3, 3), (2, 2), (1, 1))?)?),
-        &[x],
-        7,
-    );
+    second_order(|x| x[0].max_pool2d((3, 3), (2, 2), (1, 1))?.mul(&x[0].max_pool2d((3, 3), (2, 2), (1, 1))?), &[x], 7);
 }
 
 #[test]
@@ -245,5 +241,40 @@ fn a_gradient_penalty_through_a_cnn_critic_matches_pytorch() {
     for (i, g) in case.grads.iter().enumerate() {
         let what = format!("gradient of {}", case.attrs["params"][i]);
         assert_close(&v[i + 1].grad().expect("a parameter gradient"), g.as_ref().unwrap(), 1e-4, &what);
+    }
+}
+
+#[test]
+fn elemental_binary_with_second_rejects_shapes_that_do_not_broadcast() {
+    let (a, b) = (normal_var(&[2, 3], 41), normal_var(&[2], 42));
+    let e = forgia::elemental_binary_with_second(
+        &a,
+        &b,
+        |a, b| a * b,
+        |a, b, _y, g| (b * g, a * g),
+        |a, b, _y, g, ga, gb| (gb * g, ga * g, ga * b + gb * a),
+    )
+    .unwrap_err();
+    assert!(matches!(e.kind(), forgia::ErrorKind::ShapeMismatch { op: "elemental_binary", .. }), "{e:?}");
+}
+
+#[test]
+fn forward_mode_through_conv_norm_and_pool_matches_finite_differences() {
+    // jvp is the double-VJP construction: it needs every record's backward to be
+    // differentiable in gy, which the conv, norm and pool records now are.
+    let x = normal_var(&[1, 2, 6, 6], 43).detach();
+    let t = normal_var(&[1, 2, 6, 6], 44).detach();
+    let w = normal_var(&[3, 2, 3, 3], 45).detach();
+    let f = move |xs: &[Tensor]| {
+        let h = xs[0].conv2d(&w, None, Conv2dOptions::default())?.group_norm(3, None, None, 1e-5)?;
+        h.tanh().max_pool2d((2, 2), (2, 2), (0, 0))?.avg_pool2d((2, 2), (1, 1), (0, 0))
+    };
+    let (_, jt) = forgia::func::jvp(&f, std::slice::from_ref(&x), std::slice::from_ref(&t)).unwrap();
+    let h = 1e-2f32;
+    let at = |s: f32| f(&[x.add(&t.scale(s)).unwrap()]).unwrap().to_vec();
+    let (up, down) = (at(h), at(-h));
+    for (i, (&j, (&u, &d))) in jt.to_vec().iter().zip(up.iter().zip(&down)).enumerate() {
+        let numeric = (u - d) / (2.0 * h);
+        assert!((numeric - j).abs() <= 1e-2 + 1e-2 * j.abs(), "element {i}: numeric {numeric}, jvp {j}");
     }
 }
