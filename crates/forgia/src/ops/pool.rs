@@ -197,7 +197,13 @@ struct PoolBackward {
 
 impl Backward for PoolBackward {
     fn name(&self) -> &'static str {
-        self.map.transpose().name()
+        // The op whose record this is: the partner of the map applied to `gy`.
+        match self.map {
+            PoolMap::Scatter(_) => "max_pool2d",
+            PoolMap::Gather(_) => "max_pool2d_backward",
+            PoolMap::AvgT => "avg_pool2d",
+            PoolMap::Avg => "avg_pool2d_backward",
+        }
     }
 
     /// `gx = mapᵀ(gy)`: the fused kernel, with its own record (the forward map again) in a
