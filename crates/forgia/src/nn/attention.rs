@@ -1,5 +1,6 @@
 //! [`MultiHeadAttention`]: self-attention with `q`, `k`, `v`, `o` projections (with bias) over
-//! [`Tensor::scaled_dot_product_attention`], optionally causal.
+//! [`Tensor::scaled_dot_product_attention`], optionally causal, with as many key/value heads
+//! as query heads or fewer (grouped-query attention).
 
 use super::{visit_child, visit_child_mut, Forward, Linear, Module};
 use crate::autograd::Tensor;
@@ -11,7 +12,10 @@ use crate::tensor::Rng;
 /// `o(concat_heads(softmax(q kᵀ / √dh [+ causal mask]) v))` with `q = x Wqᵀ + bq` (and so on),
 /// heads split as `reshape(B, S, H, dh).transpose(1, 2)`.
 ///
-/// Parameters: `q.weight`, `q.bias`, `k.*`, `v.*`, `o.*`, each projection `[D, D]` + `[D]`.
+/// Parameters: `q.weight`, `q.bias`, `k.*`, `v.*`, `o.*`, each projection `[D, D]` + `[D]`;
+/// with `Hkv` key/value heads ([`MultiHeadAttention::with_kv_heads`]) the `k` and `v`
+/// projections are `[Hkv·dh, D]` + `[Hkv·dh]` and each key/value head serves `H / Hkv` query
+/// heads (Llama's `num_key_value_heads`; `Hkv = 1` is multi-query attention).
 ///
 /// ```
 /// use forgia::nn::{Forward, Module, MultiHeadAttention};
@@ -31,7 +35,8 @@ pub struct MultiHeadAttention {
     pub v: Linear,
     /// Output projection.
     pub o: Linear,
-    /// Number of heads (divides the model width).
+    /// Number of (query) heads (divides the model width). The number of key/value heads is
+    /// the `k` projection's width over the head width ([`MultiHeadAttention::num_kv_heads`]).
     pub heads: usize,
     /// Whether position `i` attends only to positions `j <= i`.
     pub causal: bool,
@@ -50,6 +55,46 @@ impl MultiHeadAttention {
         let v = Linear::new(d_model, d_model, true, rng)?;
         let o = Linear::new(d_model, d_model, true, rng)?;
         Ok(MultiHeadAttention { q, k, v, o, heads, causal })
+    }
+
+    /// Grouped-query attention of width `d_model` with `heads` query heads and `kv_heads`
+    /// key/value heads (`kv_heads == heads` is [`MultiHeadAttention::new`]); initialized like
+    /// [`Linear::new`], drawn in the order q, k, v, o.
+    ///
+    /// ```
+    /// use forgia::nn::{Forward, Module, MultiHeadAttention};
+    /// use forgia::{Rng, Tensor};
+    /// let attn = MultiHeadAttention::with_kv_heads(16, 4, 2, true, &mut Rng::new(0))?;
+    /// assert_eq!(attn.num_kv_heads(), 2);
+    /// assert_eq!(attn.num_parameters(), 2 * (16 * 16 + 16) + 2 * (8 * 16 + 8));
+    /// assert_eq!(attn.forward(&Tensor::zeros(&[2, 5, 16])?)?.shape(), &[2, 5, 16]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `heads` is zero or does not divide `d_model`, or `kv_heads` is
+    /// zero or does not divide `heads`.
+    pub fn with_kv_heads(
+        d_model: usize,
+        heads: usize,
+        kv_heads: usize,
+        causal: bool,
+        rng: &mut Rng,
+    ) -> Result<MultiHeadAttention> {
+        const OP: &str = "MultiHeadAttention::with_kv_heads";
+        check_heads(OP, d_model, heads)?;
+        check_kv_heads(OP, heads, kv_heads)?;
+        let kv = kv_heads * (d_model / heads);
+        let q = Linear::new(d_model, d_model, true, rng)?;
+        let k = Linear::new(d_model, kv, true, rng)?;
+        let v = Linear::new(d_model, kv, true, rng)?;
+        let o = Linear::new(d_model, d_model, true, rng)?;
+        Ok(MultiHeadAttention { q, k, v, o, heads, causal })
+    }
+
+    /// The number of key/value heads (`heads` unless grouped).
+    pub fn num_kv_heads(&self) -> usize {
+        self.k.out_features() / (self.d_model() / self.heads.max(1)).max(1)
     }
 
     /// The model width.
@@ -74,6 +119,17 @@ pub(super) fn check_heads(op: &'static str, d_model: usize, heads: usize) -> Res
             op,
             arg: "heads",
             reason: format!("{heads} heads must be positive and divide d_model {d_model}"),
+        });
+    }
+    Ok(())
+}
+
+pub(super) fn check_kv_heads(op: &'static str, heads: usize, kv_heads: usize) -> Result<()> {
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return fail(ErrorKind::InvalidArgument {
+            op,
+            arg: "kv_heads",
+            reason: format!("{kv_heads} key/value heads must be positive and divide the {heads} query heads"),
         });
     }
     Ok(())
@@ -110,11 +166,22 @@ pub(super) fn attention(x: &Tensor, p: &[Tensor], heads: usize, causal: bool) ->
             rhs: vec![b, s, d],
         });
     }
-    let split = |t: Tensor| t.reshape(&[b, s, heads, d / heads])?.transpose(1, 2);
-    let q = split(affine(x, &p[0], &p[1])?)?;
-    let k = split(affine(x, &p[2], &p[3])?)?;
-    let v = split(affine(x, &p[4], &p[5])?)?;
-    let opts = AttentionOptions { causal, ..AttentionOptions::default() };
+    // Key/value heads from the k projection's width (fewer than `heads` when grouped).
+    let dh = d / heads.max(1);
+    let kv_heads = p[2].shape()[0] / dh.max(1);
+    if kv_heads * dh != p[2].shape()[0] {
+        return fail(ErrorKind::InvalidArgument {
+            op: "MultiHeadAttention",
+            arg: "k.weight",
+            reason: format!("width {} is not a whole number of {dh}-wide heads", p[2].shape()[0]),
+        });
+    }
+    check_kv_heads("MultiHeadAttention", heads, kv_heads)?;
+    let split = |t: Tensor, h: usize| t.reshape(&[b, s, h, dh])?.transpose(1, 2);
+    let q = split(affine(x, &p[0], &p[1])?, heads)?;
+    let k = split(affine(x, &p[2], &p[3])?, kv_heads)?;
+    let v = split(affine(x, &p[4], &p[5])?, kv_heads)?;
+    let opts = AttentionOptions { causal, enable_gqa: kv_heads != heads, ..AttentionOptions::default() };
     let y = q.scaled_dot_product_attention(&k, &v, opts)?;
     let merged = y.transpose(1, 2)?.reshape(&[b, s, d])?;
     affine(&merged, &p[6], &p[7])
