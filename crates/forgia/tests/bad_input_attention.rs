@@ -8,6 +8,8 @@ fn t(shape: &[usize]) -> Tensor {
     Tensor::from_vec((0..n).map(|i| (i % 5) as f32 * 0.2).collect(), shape).unwrap()
 }
 
+type Check = fn(&ErrorKind) -> bool;
+
 fn shape(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::ShapeMismatch { .. })
 }
@@ -25,7 +27,7 @@ fn bad_attention_rope_and_masked_softmax_inputs_are_named_errors() {
     let ids = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s).unwrap();
     let x = t(&[2, 2, 4, 6]);
     let rope = |p: &Tensor| x.rope_with(100.0, RopeOptions { positions: Some(p), ..Default::default() });
-    let rows: Vec<(&str, forgia::Result<Tensor>, fn(&ErrorKind) -> bool)> = vec![
+    let rows: Vec<(&str, forgia::Result<Tensor>, Check)> = vec![
         ("gqa heads that do not divide", q.scaled_dot_product_attention(&k4, &v4, gqa), shape),
         ("gqa without enable_gqa", q.scaled_dot_product_attention(&k2, &v2, Default::default()), shape),
         ("gqa zero kv heads", q.scaled_dot_product_attention(&t(&[2, 0, 5, 4]), &t(&[2, 0, 5, 2]), gqa), shape),

@@ -38,7 +38,7 @@ pub(crate) fn rotate(
     }
     let (ia, ib) = if interleaved { (2, 1) } else { (1, h) };
     for (row, (o, xr)) in out.chunks_mut(d).zip(x.chunks(d)).enumerate() {
-        let tr = if pos.per_batch > 0 { (row / pos.per_batch) * s + row % s } else { row % s };
+        let tr = row.checked_div(pos.per_batch).map_or(0, |b| b * s) + row % s;
         let t = &table[tr * d..(tr + 1) * d];
         for i in 0..h {
             let (c, sn) = (t[2 * i], t[2 * i + 1]);

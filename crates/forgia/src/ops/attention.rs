@@ -266,7 +266,7 @@ fn geometry(q: &Tensor, k: &Tensor, v: &Tensor, opts: &AttentionOptions<'_>) -> 
         dv: vs[3],
         scale,
         causal: opts.causal,
-        rep: if ks[1] == 0 { 1 } else { qs[1] / ks[1] },
+        rep: qs[1].checked_div(ks[1]).unwrap_or(1),
         dropout,
     })
 }

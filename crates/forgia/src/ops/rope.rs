@@ -89,7 +89,7 @@ fn check_positions(x: &Tensor, ids: &Array, s: usize) -> Result<usize> {
         }
         return fail(ErrorKind::ShapeMismatch { op: OP, lhs: ids.shape().to_vec(), rhs: want });
     };
-    if let Some(bad) = ids.to_vec().into_iter().find(|&p| !(p >= 0.0 && p <= MAX_POSITION && p.fract() == 0.0)) {
+    if let Some(bad) = ids.to_vec().into_iter().find(|&p| !((0.0..=MAX_POSITION).contains(&p) && p.fract() == 0.0)) {
         return fail(ErrorKind::InvalidArgument {
             op: OP,
             arg: "positions",
