@@ -13,7 +13,8 @@ Ops (the case's `op`), all in PyTorch semantics:
   `attn_mask` (True = may attend, the same sense as forgia's nonzero); ALiBi as an explicit
   float bias -slope_h * |i - j|. `attrs` say which forgia option each extra input feeds
   (`extras`: names, in the order of `inputs[3:]`; boolean masks are stored as 0.0/1.0 floats
-  and have `null` grads).
+  and have `null` grads). `query_offset` (a KV-cache step) is torch's lower-right causal
+  alignment, written as an explicit boolean mask.
 * `sdpa_sinks`: attention with one sink logit per head joining each row's softmax,
   written out explicitly: softmax(cat(S, sink), -1)[..., :Sk] @ v (gpt-oss).
 * `masked_softmax`: softmax(scale * x + mask) with bool_mask False entries at -inf, and a line
@@ -77,8 +78,8 @@ def case(name, op, attrs, inputs, diff, fn):
             "cotangent": enc(cot), "output": enc_out(y), "grads": grads}
 
 
-def window_mask(sq, sk, w, causal):
-    i = torch.arange(sq)[:, None]
+def window_mask(sq, sk, w, causal, offset=0):
+    i = torch.arange(sq)[:, None] + offset
     j = torch.arange(sk)[None, :]
     ok = (i - j) < w
     ok &= (j <= i) if causal else ((j - i) < w)
@@ -126,6 +127,16 @@ def sdpa_cases():
                         {"causal": causal, "scale": None, "enable_gqa": False, "window": w, "extras": []},
                         [qs, ks, vs], [True] * 3,
                         lambda q, k, v, m=m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)))
+    # A KV-cache step: 2 new queries at positions 4, 5 over 6 keys (query_offset 4), causal
+    # with a window of 3 (torch: an explicit lower-right boolean mask), grouped.
+    qo = f32((1, HQ, 2, D))
+    ko, vo = f32((1, HKV, S, D)), f32((1, HKV, S, DV))
+    mo = window_mask(2, S, 3, True, offset=4)
+    out.append(case("kv_cache_step_window_gqa", "sdpa",
+                    {"causal": True, "scale": None, "enable_gqa": True, "window": 3, "query_offset": 4,
+                     "extras": []},
+                    [qo, ko, vo], [True] * 3,
+                    lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mo, enable_gqa=True)))
     # ALiBi (an explicit float bias), causal, grouped.
     slopes = alibi_slopes(HQ)
     i, j = torch.arange(S)[:, None], torch.arange(S)[None, :]

@@ -133,6 +133,15 @@ fn option_cases() -> Vec<OptCase> {
             }),
         ),
         (
+            "kv-cache step: query offset, causal, window, alibi",
+            vec![var(&[1, 4, 2, 3], 15), k.clone(), v.clone()],
+            Box::new(move |x: &[Tensor]| {
+                let slopes = alibi_slopes(4);
+                let o = AttentionOptions { query_offset: 3, causal: true, window: Some(3), ..gqa() };
+                sdpa(x, AttentionOptions { alibi_slopes: Some(&slopes), ..o })
+            }),
+        ),
+        (
             "additive mask + window + dropout",
             mask_in,
             Box::new(|x: &[Tensor]| {
@@ -217,6 +226,42 @@ fn a_sliding_window_sees_only_the_last_keys() {
             }
         }
     }
+}
+
+#[test]
+fn a_kv_cache_step_at_a_query_offset_matches_the_last_rows_of_the_full_sequence() {
+    let (s, n) = (7, 3); // 3 new queries after 4 cached positions
+    let (q, k, v) = (var(&[2, 4, s, 4], 140), var(&[2, 2, s, 4], 141), var(&[2, 2, s, 3], 142));
+    let slopes = alibi_slopes(4);
+    for (causal, window, alibi) in [(true, None, false), (true, Some(3), true), (false, Some(2), false)] {
+        let alibi_slopes = alibi.then_some(slopes.as_slice());
+        let o = AttentionOptions { causal, window, alibi_slopes, ..gqa() };
+        let full = q.scaled_dot_product_attention(&k, &v, o).unwrap().narrow(2, s - n, n).unwrap();
+        let step = q.narrow(2, s - n, n).unwrap();
+        let step = step.scaled_dot_product_attention(&k, &v, AttentionOptions { query_offset: s - n, ..o }).unwrap();
+        assert_near(&step, &full, 1e-6, &format!("causal {causal}, window {window:?}, alibi {alibi}"));
+    }
+}
+
+#[test]
+fn sinks_with_head_split_views_match_packed_operands() {
+    let (b, s, h, dh) = (4, 5, 2, 4);
+    let xs: Vec<Tensor> = (0..3).map(|i| var(&[b, s, h * dh], 150 + i)).collect();
+    let views: Vec<Tensor> = xs.iter().map(|x| x.reshape(&[b, s, h, dh]).unwrap().transpose(1, 2).unwrap()).collect();
+    let packed: Vec<Tensor> = views.iter().map(|t| Tensor::from_vec(t.to_vec(), t.shape()).unwrap()).collect();
+    let sinks = var(&[h], 153);
+    let drop = Some(AttentionDropout { p: 0.2, seed: 4 });
+    let o = AttentionOptions { sinks: Some(&sinks), dropout: drop, causal: true, ..Default::default() };
+    assert_near(&sdpa(&views, o).unwrap(), &sdpa(&packed, o).unwrap(), 1e-6, "sinks on views");
+    check(
+        |x| {
+            let split = |t: &Tensor| t.reshape(&[b, s, h, dh]).unwrap().transpose(1, 2).unwrap();
+            let o = AttentionOptions { sinks: Some(&x[3]), dropout: drop, causal: true, ..Default::default() };
+            split(&x[0]).scaled_dot_product_attention(&split(&x[1]), &split(&x[2]), o)
+        },
+        &[xs[0].clone(), xs[1].clone(), xs[2].clone(), sinks],
+        "sinks and dropout on views",
+    );
 }
 
 #[test]
@@ -411,7 +456,7 @@ fn ids_attr(v: &serde_json::Value) -> Option<Tensor> {
 #[test]
 fn attention_options_rope_and_masked_softmax_match_the_pytorch_goldens() {
     let cases = golden::load("attention");
-    assert_eq!(cases.len(), 16);
+    assert_eq!(cases.len(), 17);
     let slopes = alibi_slopes(4);
     for case in &cases {
         let a = &case.attrs;
@@ -423,6 +468,7 @@ fn attention_options_rope_and_masked_softmax_match_the_pytorch_goldens() {
                     scale: a["scale"].as_f64().map(|s| s as f32),
                     enable_gqa: a["enable_gqa"].as_bool().unwrap(),
                     window: a["window"].as_u64().map(|w| w as usize),
+                    query_offset: a["query_offset"].as_u64().unwrap_or(0) as usize,
                     ..Default::default()
                 };
                 if a["alibi"].as_bool() == Some(true) {

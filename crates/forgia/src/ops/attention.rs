@@ -24,8 +24,14 @@ use crate::tensor::{Array, Shape};
 /// `..Default::default()`: later versions add fields.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AttentionOptions<'a> {
-    /// Lets query `i` attend only to keys `j <= i` (PyTorch's `is_causal`, top-left aligned).
+    /// Lets query `i` attend only to keys `j <= i + query_offset` (PyTorch's `is_causal`,
+    /// top-left aligned at offset 0).
     pub causal: bool,
+    /// The position of query 0 among the keys, for the causal mask, the sliding window and
+    /// ALiBi: query `i` sits at position `i + query_offset`. With a KV cache holding `n`
+    /// earlier tokens and `Sk = n + Sq` keys it is `n` (`Sk - Sq`: PyTorch's
+    /// `causal_lower_right`); 0 (the default) is PyTorch's top-left `is_causal`.
+    pub query_offset: usize,
     /// An additive mask broadcastable to `[B, H, Sq, Sk]` (use `-inf` to block a position).
     /// It receives a gradient like any operand.
     pub mask: Option<&'a Tensor>,
@@ -43,11 +49,13 @@ pub struct AttentionOptions<'a> {
     /// `enable_gqa`): `k`, `v` are `[B, Hkv, Sk, ·]` with `Hq` a multiple of `Hkv`, and query
     /// head `h` reads key/value head `h / (Hq / Hkv)`, in place (nothing is repeated).
     pub enable_gqa: bool,
-    /// Sliding window (Mistral's `sliding_window`): query `i` sees key `j` only when
-    /// `i - j < window`, and, when not causal, `j - i < window` too. `Some(0)` is an error.
+    /// Sliding window (Mistral's `sliding_window`): query `i` (at position
+    /// `i' = i + query_offset`) sees key `j` only when `i' - j < window`, and, when not causal,
+    /// `j - i' < window` too. `Some(0)` is an error.
     pub window: Option<usize>,
-    /// ALiBi: one slope per query head (see [`alibi_slopes`]), adding `-slope_h · |i - j|` to
-    /// the scores (for causal attention, the paper's `slope_h · (j - i)`).
+    /// ALiBi: one slope per query head (see [`alibi_slopes`]), adding `-slope_h · |i' - j|` to
+    /// the scores, `i' = i + query_offset` (for causal attention, the paper's
+    /// `slope_h · (j - i')`).
     pub alibi_slopes: Option<&'a [f32]>,
     /// Attention sinks (gpt-oss): one logit per query head `[Hq]` that joins every row's
     /// softmax denominator but carries no value, so a row may attend to "nothing":
@@ -265,7 +273,9 @@ fn geometry(q: &Tensor, k: &Tensor, v: &Tensor, opts: &AttentionOptions<'_>) -> 
         d: qs[3],
         dv: vs[3],
         scale,
-        causal: opts.causal,
+        // At an offset the causal mask is part of the constant bias (the kernel's triangle is
+        // top-left aligned).
+        causal: opts.causal && opts.query_offset == 0,
         rep: qs[1].checked_div(ks[1]).unwrap_or(1),
         dropout,
     })

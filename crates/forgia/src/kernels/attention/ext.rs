@@ -31,10 +31,15 @@ pub(crate) struct BiasSpec<'a> {
     /// A key mask `[Bb, Sk]` (as a `Strided` whose head and row strides are 0): zero blocks key
     /// `j` of batch `b` for every query.
     pub(crate) keys: Option<Strided<'a>>,
-    /// Sliding window `w`: query `i` sees key `j` only when `i - j < w`, and `j - i < w` when
-    /// not causal (causal attention blocks `j > i` itself).
+    /// The position of query 0 among the keys: query `i` sits at `i' = i + offset`.
+    pub(crate) offset: usize,
+    /// Blocks key `j > i'` (causal attention at a nonzero offset; at offset 0 the fused
+    /// kernel does it itself).
+    pub(crate) causal: bool,
+    /// Sliding window `w`: query `i` sees key `j` only when `i' - j < w`, and `j - i' < w`
+    /// when `.1` (not causal).
     pub(crate) window: Option<(usize, bool)>,
-    /// ALiBi slopes, one per head of the bias (`Hb` of them): adds `-slope_h · |i - j|`.
+    /// ALiBi slopes, one per head of the bias (`Hb` of them): adds `-slope_h · |i' - j|`.
     pub(crate) alibi: Option<&'a [f32]>,
 }
 
@@ -51,11 +56,13 @@ pub(crate) fn fill_bias(spec: &BiasSpec<'_>, out: &mut [f32]) {
             let slope = spec.alibi.map_or(0.0, |s| s[h]);
             for i in 0..sq {
                 let row = rows.next().expect("the bias holds Bb·Hb·Sq rows");
+                let at = i + spec.offset;
                 for (j, e) in row.iter_mut().enumerate() {
-                    let dist = i.abs_diff(j);
+                    let dist = at.abs_diff(j);
                     let blocked = spec.allow.is_some_and(|m| m.at([b, h, i, j]) == 0.0)
                         || spec.keys.is_some_and(|m| m.at([b, 0, 0, j]) == 0.0)
-                        || spec.window.is_some_and(|(w, causal)| dist >= w && (j < i || !causal));
+                        || (spec.causal && j > at)
+                        || spec.window.is_some_and(|(w, two_sided)| dist >= w && (j < at || two_sided));
                     *e = if blocked {
                         f32::NEG_INFINITY
                     } else if slope != 0.0 {

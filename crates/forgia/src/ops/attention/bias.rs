@@ -93,7 +93,9 @@ pub(super) fn bias(opts: &AttentionOptions<'_>, full: [usize; 4]) -> Result<Opti
         }
         s.iter().try_for_each(|&v| check::finite(OP, "alibi_slopes", v))?;
     }
-    if opts.bool_mask.is_none() && opts.key_mask.is_none() && opts.window.is_none() && opts.alibi_slopes.is_none() {
+    let shifted_causal = opts.causal && opts.query_offset > 0;
+    let none = opts.bool_mask.is_none() && opts.key_mask.is_none() && opts.window.is_none();
+    if none && opts.alibi_slopes.is_none() && !shifted_causal {
         return Ok(None);
     }
     // Only the axes some part varies along are materialized.
@@ -109,7 +111,9 @@ pub(super) fn bias(opts: &AttentionOptions<'_>, full: [usize; 4]) -> Result<Opti
             let l = &m.layout;
             Strided { data: m.buffer_slice(), offset: l.offset, strides: [l.strides[0], 0, 0, l.strides[1]] }
         }),
-        window: opts.window.map(|w| (w, opts.causal)),
+        offset: opts.query_offset,
+        causal: shifted_causal,
+        window: opts.window.map(|w| (w, !opts.causal)),
         alibi: opts.alibi_slopes,
     };
     let mut data = crate::tensor::buffer(OP, shape.iter().product())?;
