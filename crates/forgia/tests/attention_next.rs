@@ -509,3 +509,38 @@ fn attention_options_rope_and_masked_softmax_match_the_pytorch_goldens() {
         });
     }
 }
+
+#[test]
+fn a_grouped_query_module_is_differentiable_twice() {
+    // The gradient of a gradient through the projections and grouped attention (what a
+    // gradient penalty or a Hessian-vector product through a transformer needs).
+    let attn = MultiHeadAttention::with_kv_heads(8, 4, 2, true, &mut Rng::new(3)).unwrap();
+    let x = var(&[1, 3, 8], 160);
+    let seed = Tensor::randn(&[1, 3, 8], 0.0, 1.0, &mut Rng::new(161)).unwrap();
+    let c = [Tensor::randn(&[1, 3, 8], 0.0, 1.0, &mut Rng::new(162)).unwrap()];
+    second_order::check(|t| attn.forward(&t[0]), std::slice::from_ref(&x), &seed, &c);
+}
+
+#[test]
+fn empty_grouped_attention_gives_empty_or_zero_results_in_both_backward_paths() {
+    // (q, k, v) shapes: no queries, no keys, no batch; grouped 4 → 2 heads, with sinks.
+    let cases = [
+        ([2, 4, 0, 3], [2, 2, 5, 3], [2, 2, 5, 2]),
+        ([1, 4, 3, 3], [1, 2, 0, 3], [1, 2, 0, 2]),
+        ([0, 4, 3, 3], [0, 2, 3, 3], [0, 2, 3, 2]),
+    ];
+    for (qs, ks, vs) in cases {
+        for create_graph in [false, true] {
+            let (q, k, v, s) = (var(&qs, 170), var(&ks, 171), var(&vs, 172), var(&[4], 173));
+            let o = AttentionOptions { sinks: Some(&s), causal: true, window: Some(2), ..gqa() };
+            let y = q.scaled_dot_product_attention(&k, &v, o).unwrap();
+            assert_eq!(y.shape(), &[qs[0], qs[1], qs[2], vs[3]]);
+            assert!(y.to_vec().iter().all(|&e| e == 0.0));
+            let seed = Tensor::ones(y.shape()).unwrap();
+            y.backward_with(Some(&seed), BackwardOptions { create_graph, ..Default::default() }).unwrap();
+            for t in [&q, &k, &v, &s] {
+                assert!(t.grad().is_none_or(|g| g.to_vec().iter().all(|&e| e == 0.0)), "{qs:?} {ks:?}");
+            }
+        }
+    }
+}
