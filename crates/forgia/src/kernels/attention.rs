@@ -261,7 +261,7 @@ fn scores(
     transpose_into(k, k.kv_block(i, g.heads, g.rep), (g.sk, g.d), kt);
     let a = MatRef { data: q.data, offset: q.block(i, g.heads), row_stride: q.row as isize, col_stride: 1 };
     let tri = if g.causal { Tri::Cols } else { Tri::Full };
-    let dest = Dest { data: s, off: 0, ld: g.sk };
+    let dest = Dest { data: s, off: 0, ld: g.sk, add: false };
     matmul(how, (g.sq, g.sk, g.d), a, (kt, 0, g.sk), dest, g.scale, tri);
     if let Some(m) = mask {
         let base = m.offsets[i] as isize;
@@ -378,7 +378,7 @@ fn forward_by(
                     }
                     let p = MatRef { data: s, offset: 0, row_stride: g.sk as isize, col_stride: 1 };
                     let tri = if g.causal { Tri::Lower } else { Tri::Full };
-                    let dest = Dest { data: y, off: h * out.head, ld: out.row };
+                    let dest = Dest { data: y, off: h * out.head, ld: out.row, add: false };
                     let vb = v.kv_block(i, g.heads, g.rep);
                     matmul(how, (g.sq, g.dv, g.sk), p, (v.data, vb, v.row), dest, 1.0, tri);
                 }
@@ -388,7 +388,9 @@ fn forward_by(
 }
 
 /// Gradients of one attention call, each laid out like the forward output (`group` blocks
-/// per chunk, placed by `layouts[0..3]` for `dq`, `dk`, `dv`). `ds` (the gradient of the
+/// per chunk, placed by `layouts[0..3]` for `dq`, `dk`, `dv`). With grouped heads (`rep > 1`)
+/// `group` is a multiple of `rep`, and `dk`, `dv` hold the `group / rep` key/value heads of
+/// each chunk, each the sum over its query heads. `ds` (the gradient of the
 /// pre-softmax scores, for a mask that needs one) is filled when given, as packed
 /// `[BH, Sq, Sk]`.
 pub(crate) struct AttnGrads<'a> {
@@ -450,6 +452,9 @@ fn backward_by(
                 let (dp, t) = rest.split_at_mut(sq * sk);
                 for h in 0..group {
                     let i = c * group + h;
+                    // The chunk's key/value head this query head reads; with grouped heads
+                    // the first of its group writes the key/value gradients, the rest add.
+                    let (kvh, add) = (h / g.rep.max(1), h % g.rep.max(1) != 0);
                     scores(g, how, i, (&q, &k), mask, t, p);
                     for r in 0..sq {
                         let l = lse[i * sq + r];
@@ -462,7 +467,7 @@ fn backward_by(
                     transpose_into(&v, v.kv_block(i, g.heads, g.rep), (sk, g.dv), t);
                     let gor = MatRef { data: go.data, offset: gob, row_stride: go.row as isize, col_stride: 1 };
                     let cols = if g.causal { Tri::Cols } else { Tri::Full };
-                    let dest = Dest { data: dp, off: 0, ld: sk };
+                    let dest = Dest { data: dp, off: 0, ld: sk, add: false };
                     matmul(how, (sq, sk, g.dv), gor, (t, 0, sk), dest, 1.0, cols);
                     for r in 0..sq {
                         let delta = if g.dv == 0 {
@@ -491,14 +496,14 @@ fn backward_by(
                         dr[n..].fill(0.0);
                     }
                     let pt = MatRef { data: p, offset: 0, row_stride: 1, col_stride: sk as isize };
-                    let dest = Dest { data: dv, off: h * lv.head, ld: lv.row };
+                    let dest = Dest { data: dv, off: kvh * lv.head, ld: lv.row, add };
                     matmul(how, (sk, g.dv, sq), pt, (go.data, gob, go.row), dest, 1.0, upper);
                     if let Some(ds) = ds_out.as_deref_mut() {
                         ds[h * sq * sk..][..sq * sk].copy_from_slice(dp);
                     }
                     let lower = if g.causal { Tri::Lower } else { Tri::Full };
                     let dsr = MatRef { data: dp, offset: 0, row_stride: sk as isize, col_stride: 1 };
-                    let dest = Dest { data: dq, off: h * lq.head, ld: lq.row };
+                    let dest = Dest { data: dq, off: h * lq.head, ld: lq.row, add: false };
                     matmul(
                         how,
                         (sq, g.d, sk),
@@ -509,7 +514,7 @@ fn backward_by(
                         lower,
                     );
                     let dst = MatRef { data: dp, offset: 0, row_stride: 1, col_stride: sk as isize };
-                    let dest = Dest { data: dk, off: h * lk.head, ld: lk.row };
+                    let dest = Dest { data: dk, off: kvh * lk.head, ld: lk.row, add };
                     matmul(how, (sk, g.d, sq), dst, (q.data, q.block(i, g.heads), q.row), dest, g.scale, upper);
                 }
             },
@@ -542,10 +547,13 @@ mod tests {
             return; // the tiles need FMA to be worth running (and `products` never picks them)
         }
         let (b, h, sq, sk, d, dv) = (2, 3, 9, 11, 6, 5);
-        for causal in [false, true] {
-            let g = AttnGeom { bh: b * h, heads: h, sq, sk, d, dv, scale: 0.4, causal, rep: 1, dropout: None };
-            let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * h * d, 2), data(b * sk * h * dv, 3));
-            let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, h, d)), interleaved(&vd, (sk, h, dv)));
+        // rep 3: grouped-query attention with one key/value head (its gradients accumulate);
+        // interleaved key/value gradients for rep 1, packed ones for rep 3.
+        for (causal, rep) in [(false, 1), (true, 1), (false, 3), (true, 3)] {
+            let hk = h / rep;
+            let g = AttnGeom { bh: b * h, heads: h, sq, sk, d, dv, scale: 0.4, causal, rep, dropout: None };
+            let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * hk * d, 2), data(b * sk * hk * dv, 3));
+            let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, hk, d)), interleaved(&vd, (sk, hk, dv)));
             let out = (h, Out { head: dv, row: h * dv });
             let parts = g.parts(h);
             let mut scratch = vec![0.0; g.scratch_len(parts)];
@@ -562,14 +570,17 @@ mod tests {
             let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));
             let mut run = |how| {
                 let (mut dq, mut dk, mut dvv) = (vec![0.0; qd.len()], vec![0.0; kd.len()], vec![0.0; vd.len()]);
-                let layouts =
-                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }];
+                let layouts = if rep == 1 {
+                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: dv, row: h * dv }]
+                } else {
+                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }]
+                };
                 let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dvv, ds: None, group: h, layouts };
                 backward_by(how, &g, qkv, saved, None, grads, AttnScratch { parts, buf: &mut scratch });
                 [dq, dk, dvv]
             };
             for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {
-                close(a, b, &format!("gradient, causal {causal}"));
+                close(a, b, &format!("gradient, causal {causal}, rep {rep}"));
             }
         }
     }

@@ -319,13 +319,10 @@ impl Backward for AttnBackward {
         }
         let g = &self.geom;
         let gy = addressable(gy)?;
-        let grouped = g.rep > 1;
-        // With grouped heads the kernel writes dK and dV per query head; they are summed below.
-        let kv_len = |t: &Array| if grouped { t.numel() * g.rep } else { t.numel() };
         let (mut dq, mut dk, mut dv) = (
             crate::tensor::buffer(OP, self.q.numel())?,
-            crate::tensor::buffer(OP, kv_len(&self.k))?,
-            crate::tensor::buffer(OP, kv_len(&self.v))?,
+            crate::tensor::buffer(OP, self.k.numel())?,
+            crate::tensor::buffer(OP, self.v.numel())?,
         );
         let need_mask = self.mask_idx.is_some_and(|i| cx.needs_grad(i));
         let mut ds = if need_mask { crate::tensor::buffer(OP, g.bh * g.sq * g.sk)? } else { Vec::new() };
@@ -334,12 +331,14 @@ impl Backward for AttnBackward {
         let mask_info = self.mask.as_ref().map(|m| mask_offsets(m, &full)).transpose()?;
         let mask = self.mask.as_ref().map(Tensor::from);
         let mref = mask_ref(&mask, &mask_info);
-        let inter = [interleaved(&self.q), interleaved(&self.k) && !grouped, interleaved(&self.v) && !grouped];
-        let group = if inter.iter().any(|&i| i) { g.heads } else { 1 };
+        let inter = [&self.q, &self.k, &self.v].map(interleaved);
+        // A chunk holds whole groups of query heads, so that it owns their key/value gradients.
+        let group = if inter.iter().any(|&i| i) { g.heads } else { g.rep };
+        let kv_heads = self.k.shape()[1];
         let layouts = [
             out_layout(inter[0], g.heads, g.sq, g.d),
-            out_layout(inter[1], g.heads, g.sk, g.d),
-            out_layout(inter[2], g.heads, g.sk, g.dv),
+            out_layout(inter[1], kv_heads, g.sk, g.d),
+            out_layout(inter[2], kv_heads, g.sk, g.dv),
         ];
         let ds_out = need_mask.then_some(ds.as_mut_slice());
         let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dv, ds: ds_out, group, layouts };
@@ -360,12 +359,7 @@ impl Backward for AttnBackward {
                 continue;
             }
             let sh = like.shape();
-            out[i] = Some(if grouped && i > 0 {
-                // [B, Hq, Sk, W] per query head → the sum over each group of `rep` heads.
-                Tensor::from_parts(data, &[b, sh[1], g.rep, sh[2], sh[3]]).sum(2, false)?
-            } else {
-                result(data, [sh[0], sh[1], sh[2], sh[3]], inter[i])
-            });
+            out[i] = Some(result(data, [sh[0], sh[1], sh[2], sh[3]], inter[i]));
         }
         if let Some(i) = self.mask_idx.filter(|_| need_mask) {
             // In the broadcast shape [B, H, Sq, Sk]: the engine sums it back to the mask's.
