@@ -544,3 +544,20 @@ fn empty_grouped_attention_gives_empty_or_zero_results_in_both_backward_paths() 
         }
     }
 }
+
+#[test]
+fn a_key_padding_mask_through_the_module_ignores_the_padded_tokens() {
+    // Batch entry 1 has one padding token at the end: its first two outputs equal the module
+    // run on those two tokens alone.
+    let attn = MultiHeadAttention::with_kv_heads(8, 4, 2, false, &mut Rng::new(5)).unwrap();
+    let x = var(&[2, 3, 8], 180);
+    let real = Tensor::from_vec(vec![1., 1., 1., 1., 1., 0.], &[2, 3]).unwrap();
+    let y = attn.forward_with(&x, AttentionOptions { key_mask: Some(&real), ..Default::default() }).unwrap();
+    let short = attn.forward(&x.narrow(0, 1, 1).unwrap().narrow(1, 0, 2).unwrap()).unwrap();
+    assert_near(&y.narrow(0, 1, 1).unwrap().narrow(1, 0, 2).unwrap(), &short, 1e-6, "padded batch entry");
+    assert_near(&y.narrow(0, 0, 1).unwrap(), &attn.forward(&x.narrow(0, 0, 1).unwrap()).unwrap(), 1e-6, "full one");
+    let drop = |seed| AttentionOptions { dropout: Some(AttentionDropout { p: 0.5, seed }), ..Default::default() };
+    let (a, b) = (attn.forward_with(&x, drop(1)).unwrap(), attn.forward_with(&x, drop(1)).unwrap());
+    assert_eq!(a.to_vec(), b.to_vec());
+    assert_ne!(a.to_vec(), attn.forward_with(&x, drop(2)).unwrap().to_vec());
+}

@@ -108,8 +108,32 @@ impl MultiHeadAttention {
     /// `RankMismatch` for an input that is not rank 3; `ShapeMismatch` when its width is not
     /// the model width.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_with(x, AttentionOptions::default())
+    }
+
+    /// Attention of `x [B, S, D]` with per-call options: masks (a key-padding `key_mask`
+    /// `[B, S]`, a `bool_mask`, an additive `mask`), dropout with this step's seed, a window,
+    /// ALiBi, sinks (see [`AttentionOptions`]). The module's own `causal` is or-ed in, and
+    /// grouped heads are enabled when the module has them.
+    ///
+    /// ```
+    /// use forgia::nn::MultiHeadAttention;
+    /// use forgia::{AttentionDropout, AttentionOptions, Rng, Tensor};
+    /// let attn = MultiHeadAttention::with_kv_heads(8, 2, 1, false, &mut Rng::new(0))?;
+    /// let x = Tensor::randn(&[2, 3, 8], 0.0, 1.0, &mut Rng::new(1))?;
+    /// let real = Tensor::from_vec(vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.0], &[2, 3])?; // pad the last
+    /// let dropout = Some(AttentionDropout { p: 0.1, seed: 42 });
+    /// let y = attn.forward_with(&x, AttentionOptions { key_mask: Some(&real), dropout, ..Default::default() })?;
+    /// assert_eq!(y.shape(), &[2, 3, 8]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`MultiHeadAttention::forward`], and the option errors of
+    /// [`Tensor::scaled_dot_product_attention`].
+    pub fn forward_with(&self, x: &Tensor, opts: AttentionOptions<'_>) -> Result<Tensor> {
         let params: Vec<Tensor> = self.named_parameters().into_iter().map(|(_, t)| t).collect();
-        attention(x, &params, self.heads, self.causal)
+        attention_with(x, &params, self.heads, AttentionOptions { causal: self.causal || opts.causal, ..opts })
     }
 }
 
@@ -143,6 +167,12 @@ pub(super) fn affine(x: &Tensor, w: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// The attention math over explicit parameters `[qw, qb, kw, kb, vw, vb, ow, ob]` (the visit
 /// order), shared by the module and checkpointed callers.
 pub(super) fn attention(x: &Tensor, p: &[Tensor], heads: usize, causal: bool) -> Result<Tensor> {
+    attention_with(x, p, heads, AttentionOptions { causal, ..AttentionOptions::default() })
+}
+
+/// [`attention`] with the options of [`Tensor::scaled_dot_product_attention`] (grouped heads
+/// are enabled from the parameters' shapes).
+fn attention_with(x: &Tensor, p: &[Tensor], heads: usize, opts: AttentionOptions<'_>) -> Result<Tensor> {
     if p.len() != 8 {
         return fail(ErrorKind::InvalidArgument {
             op: "MultiHeadAttention",
@@ -181,7 +211,7 @@ pub(super) fn attention(x: &Tensor, p: &[Tensor], heads: usize, causal: bool) ->
     let q = split(affine(x, &p[0], &p[1])?, heads)?;
     let k = split(affine(x, &p[2], &p[3])?, kv_heads)?;
     let v = split(affine(x, &p[4], &p[5])?, kv_heads)?;
-    let opts = AttentionOptions { causal, enable_gqa: kv_heads != heads, ..AttentionOptions::default() };
+    let opts = AttentionOptions { enable_gqa: opts.enable_gqa || kv_heads != heads, ..opts };
     let y = q.scaled_dot_product_attention(&k, &v, opts)?;
     let merged = y.transpose(1, 2)?.reshape(&[b, s, d])?;
     affine(&merged, &p[6], &p[7])
