@@ -82,6 +82,7 @@ fn cases() -> Vec<Case> {
     all.extend(loss_cases());
     all.extend(nn_cases());
     all.extend(extension_cases());
+    all.extend(attention_next_cases());
     all
 }
 
@@ -391,6 +392,84 @@ fn nn_cases() -> Vec<Case> {
             },
         ),
         case("rope", |r| vec![normal(&[1, 2, 3, 4], r)], |x| x[0].rope(10_000.0)),
+    ]
+}
+
+/// Attention's newer options (grouped heads, boolean and key masks, window, ALiBi, sinks,
+/// dropout), RoPE at offsets and position ids, and the masked softmax.
+fn attention_next_cases() -> Vec<Case> {
+    fn gqa(x: &[Tensor], o: AttentionOptions<'_>) -> Result<Tensor> {
+        x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions { enable_gqa: true, ..o })
+    }
+    vec![
+        case(
+            "sdpa grouped-query",
+            |r| vec![normal(&[1, 4, 3, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r)],
+            |x| gqa(x, AttentionOptions { causal: true, ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa bool mask",
+            |r| {
+                vec![
+                    normal(&[1, 4, 3, 4], r),
+                    normal(&[1, 2, 4, 4], r),
+                    normal(&[1, 2, 4, 3], r),
+                    mask(&[1, 1, 3, 4], r),
+                ]
+            },
+            |x| gqa(x, AttentionOptions { bool_mask: Some(&x[3]), ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa key mask",
+            |r| vec![normal(&[2, 4, 3, 4], r), normal(&[2, 2, 4, 4], r), normal(&[2, 2, 4, 3], r), mask(&[2, 4], r)],
+            |x| gqa(x, AttentionOptions { key_mask: Some(&x[3]), ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa sliding window",
+            |r| vec![normal(&[1, 4, 5, 4], r), normal(&[1, 2, 5, 4], r), normal(&[1, 2, 5, 3], r)],
+            |x| gqa(x, AttentionOptions { window: Some(2), causal: true, ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa alibi",
+            |r| vec![normal(&[1, 4, 4, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r)],
+            |x| {
+                let slopes = forgia::alibi_slopes(4);
+                gqa(x, AttentionOptions { alibi_slopes: Some(&slopes), causal: true, ..AttentionOptions::default() })
+            },
+        ),
+        case(
+            "sdpa sinks",
+            |r| vec![normal(&[1, 4, 3, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r), normal(&[4], r)],
+            |x| gqa(x, AttentionOptions { sinks: Some(&x[3]), ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa dropout",
+            |r| vec![normal(&[1, 4, 3, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r)],
+            |x| {
+                let dropout = Some(forgia::AttentionDropout { p: 0.3, seed: 17 });
+                gqa(x, AttentionOptions { dropout, ..AttentionOptions::default() })
+            },
+        ),
+        case(
+            "rope (offset, interleaved)",
+            |r| vec![normal(&[1, 2, 3, 4], r)],
+            |x| x[0].rope_with(10_000.0, forgia::RopeOptions { offset: 5, interleaved: true, ..Default::default() }),
+        ),
+        case(
+            "rope (position ids)",
+            |r| vec![normal(&[2, 2, 3, 4], r), index_tensor(&[2, 3], 50, r)],
+            |x| x[0].rope_with(10_000.0, forgia::RopeOptions { positions: Some(&x[1]), ..Default::default() }),
+        ),
+        case(
+            "masked_softmax",
+            |r| vec![normal(&[3, 4], r), normal(&[4], r)],
+            |x| {
+                // The last line is masked out entirely (zeros); the others keep two or more.
+                let keep = Tensor::from_vec(vec![1., 0., 1., 1., 0., 1., 1., 0., 0., 0., 0., 0.], &[3, 4])?;
+                let opts = forgia::MaskedSoftmaxOptions { scale: Some(0.5), mask: Some(&x[1]), bool_mask: Some(&keep) };
+                x[0].masked_softmax(1, opts)
+            },
+        ),
     ]
 }
 
