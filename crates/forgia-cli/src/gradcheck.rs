@@ -567,27 +567,21 @@ pub(crate) fn run(args: &GradcheckArgs) -> std::result::Result<(), GradcheckErro
         return Err(GradcheckError::NoMatch(args.filter.clone().unwrap_or_default()));
     }
     println!("{:<34} {:<34} {:>8} {:>10}  result", "op", "input shapes", "checked", "max error");
-    let (mut failed, mut known_failures) = (Vec::new(), 0);
+    let mut failed = Vec::new();
     for case in &selected {
         let row = if args.second_order { second_order::check(case, args.seed) } else { check(case, args.seed) };
-        let known = args.second_order && second_order::KNOWN_EXCEPTIONS.contains(&row.op);
         let verdict = match &row.verdict {
             Ok(true) => "pass".to_string(),
-            _ if known => "known exception (second order not available yet)".to_string(),
             Ok(false) => "FAIL".to_string(),
             Err(e) => format!("ERROR: {e}"),
         };
         println!("{:<34} {:<34} {:>8} {:>10.2e}  {verdict}", row.op, row.shapes, row.checked, row.max_error);
-        if !matches!(row.verdict, Ok(true)) && known {
-            known_failures += 1;
-        } else if !matches!(row.verdict, Ok(true)) {
+        if !matches!(row.verdict, Ok(true)) {
             failed.push(row.op);
         }
     }
     let total = selected.len();
-    let passed = total - failed.len() - known_failures;
-    let known = if known_failures > 0 { format!(" ({known_failures} known exceptions)") } else { String::new() };
-    println!("{passed} of {total} ops passed{known} in {:.1} s", start.elapsed().as_secs_f64());
+    println!("{} of {total} ops passed in {:.1} s", total - failed.len(), start.elapsed().as_secs_f64());
     if failed.is_empty() {
         Ok(())
     } else {

@@ -7,11 +7,6 @@ use forgia::{BackwardOptions, Result, Rng, Tensor};
 
 use super::{forgia_hash, Case, Row};
 
-/// Ops whose second order is known not to be available yet; their rows print `known` and do
-/// not fail the sweep. Remove a name here once its record is differentiable.
-// KNOWN EXCEPTIONS (second order) — attention belongs to another change.
-pub(super) const KNOWN_EXCEPTIONS: &[&str] = &["scaled_dot_product_attention"];
-
 /// Central-difference step on the inputs.
 const EPS: f64 = 1e-2;
 /// Mixed tolerance `|num - ana| <= ABS_TOL + REL_TOL · |ana|` (the differences are of f32
