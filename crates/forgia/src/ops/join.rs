@@ -10,7 +10,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Size};
+use crate::tensor::{names, Axis, Layout, Shape, Size};
 
 /// Checks that every tensor has the rank and shape of the first, except along `axis`.
 fn check_same_but(op: &'static str, ts: &[&Tensor], axis: Option<usize>) -> Result<()> {
@@ -52,7 +52,7 @@ impl Tensor {
             start += len;
         }
         let mut out = Tensor::from_parts(data, &shape);
-        out.names = tensors[0].names.clone();
+        out.names = names::unified("concat", tensors.iter().map(|t| (t.names.as_ref(), t.rank())))?;
         Ok(attach(out, tensors, || ConcatBackward { axis: a, sizes }))
     }
 
@@ -189,7 +189,11 @@ impl Tensor {
         let expanded: Vec<usize> = repeats.iter().zip(&dims).flat_map(|(&r, &d)| [r, d]).collect();
         let merged = repeats.iter().zip(&dims).map(|(&r, &d)| Size::mul("repeat", self.shape(), r, d));
         let merged = merged.collect::<Result<Vec<usize>>>()?;
-        self.reshape(&interleaved)?.broadcast_to(&expanded)?.reshape(&merged)
+        let mut out = self.reshape(&interleaved)?.broadcast_to(&expanded)?.reshape(&merged)?;
+        // The tiled axes keep their names; prepended ones have none.
+        out.names =
+            names::picked(self.names.as_ref(), &(0..repeats.len()).map(|i| i.checked_sub(extra)).collect::<Vec<_>>());
+        Ok(out)
     }
 
     /// [`Tensor::reshape`] where one entry may be `-1`, inferred from the element count.

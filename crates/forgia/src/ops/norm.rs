@@ -110,7 +110,8 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
             (y, mean, rstd, var)
         }
     };
-    let out = Tensor::from_parts(y, x.shape());
+    let mut out = Tensor::from_parts(y, x.shape());
+    out.names = x.names.clone();
     let record = || NormBackward {
         x: xd.value(),
         mean: Arc::new(mean),

@@ -31,7 +31,7 @@ impl Tensor {
         let plan = Plan::new(self, &axes, keepdim)?;
         let mut data = crate::tensor::zeroed("sum", plan.outer * plan.inner)?;
         k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: 1.0 }))
     }
 
@@ -56,7 +56,7 @@ impl Tensor {
         let mut data = crate::tensor::zeroed("mean", plan.outer * plan.inner)?;
         k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
         data.iter_mut().for_each(|v| *v *= inv);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: inv }))
     }
 
@@ -231,7 +231,8 @@ impl Tensor {
         }
         let (plan, vals, args) = self.extremum_parts(op, axis, max)?;
         let shape = if keepdim { &plan.kept } else { &plan.out };
-        let out = Tensor::from_parts(vals, shape);
+        let mut out = Tensor::from_parts(vals, shape);
+        out.names = if keepdim { self.names.clone() } else { plan.names.clone() };
         Ok(attach(out, &[self], || ExtremumBackward {
             name: op,
             in_shape: self.shape().into(),

@@ -48,7 +48,7 @@ impl Tensor {
         let n = plan.outer * plan.inner;
         let (mut sums, mut data) = (crate::tensor::zeroed("var", n)?, crate::tensor::zeroed("var", n)?);
         k::var(plan.data.packed(), (plan.outer, plan.red, plan.inner), denom, &mut sums, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || VarBackward {
             x: self.value(),
             axes: axes.to_vec(),
@@ -77,7 +77,7 @@ impl Tensor {
         let mut shift = crate::tensor::buffer("logsumexp", n)?;
         let mut data = crate::tensor::zeroed("logsumexp", n)?;
         k::logsumexp(plan.data.packed(), (plan.outer, plan.red, plan.inner), &mut shift, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         let y = out.detach();
         Ok(attach(out, &[self], || LogsumexpBackward { x: self.value(), y: y.value(), kept: plan.kept.clone() }))
     }
@@ -98,7 +98,7 @@ impl Tensor {
         let plan = Plan::new(self, &[a], keepdim)?;
         let mut data = crate::tensor::buffer("prod", plan.outer * plan.inner)?;
         k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || ProdBackward { x: self.value(), axis: a, kept: plan.kept.clone() }))
     }
 

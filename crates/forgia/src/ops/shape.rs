@@ -9,7 +9,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Size};
+use crate::tensor::{names, Axis, Layout, Shape, Size};
 
 /// A new tensor over the same storage with another layout (no node yet, names dropped).
 fn view(x: &Tensor, layout: Layout) -> Tensor {
@@ -180,7 +180,11 @@ impl Tensor {
         if shape == self.shape() {
             return Ok(self.clone());
         }
-        let out = view(self, self.layout.broadcast_to(shape));
+        let mut out = view(self, self.layout.broadcast_to(shape));
+        // The stretched axes keep their names; new leading axes have none.
+        let extra = shape.len() - self.rank();
+        out.names =
+            names::picked(self.names.as_ref(), &(0..shape.len()).map(|i| i.checked_sub(extra)).collect::<Vec<_>>());
         Ok(attach(out, &[self], || ExpandBackward))
     }
 
@@ -202,10 +206,7 @@ impl Tensor {
         l.shape.remove(a);
         l.strides.remove(a);
         let mut out = view(self, l);
-        out.names = self
-            .names
-            .as_ref()
-            .map(|n| n.iter().enumerate().filter(|(i, _)| *i != a).map(|(_, v)| v.clone()).collect::<Vec<_>>().into());
+        out.names = names::without(self.names.as_ref(), &[a]);
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }
 
@@ -220,7 +221,8 @@ impl Tensor {
         let mut l = self.layout.clone();
         l.shape.insert(a, 1);
         l.strides.insert(a, 0);
-        let out = view(self, l);
+        let mut out = view(self, l);
+        out.names = names::inserted(self.names.as_ref(), a);
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }
 }

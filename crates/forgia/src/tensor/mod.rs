@@ -8,6 +8,7 @@ mod create;
 mod display;
 mod gather;
 pub(crate) mod layout;
+pub(crate) mod names;
 mod random;
 mod reduce_plan;
 mod saved;

@@ -3,7 +3,7 @@
 //! reduction ops and the engine's sum of broadcast gradients both plan through it.
 
 use super::layout::numel;
-use super::{Array, Shape};
+use super::{names, Array, Names, Shape};
 use crate::error::Result;
 
 /// A reduction laid out for the kernels: the input packed as `[outer, red, inner]`.
@@ -17,9 +17,18 @@ pub(crate) struct ReducePlan {
     pub(crate) kept: Shape,
     /// The output shape as requested (`kept`, or with reduced axes removed).
     pub(crate) out: Shape,
+    /// The output's axis names: the input's, less the reduced axes unless they are kept.
+    pub(crate) names: Option<Names>,
 }
 
 impl ReducePlan {
+    /// The reduction's result: `data` in the output shape, with the output's names.
+    pub(crate) fn output(&self, data: Vec<f32>) -> Array {
+        let mut out = Array::from_parts(data, &self.out);
+        out.names = self.names.clone();
+        out
+    }
+
     /// Plans reducing `axes` (sorted, distinct) of `x`.
     ///
     /// # Errors
@@ -47,6 +56,7 @@ impl ReducePlan {
             let t = x.with_layout(x.layout.permuted(&perm)).contiguous_data()?;
             (t, outer, red, 1)
         };
-        Ok(ReducePlan { data, outer, red, inner, kept, out })
+        let names = if keepdim { x.names.clone() } else { names::without(x.names.as_ref(), axes) };
+        Ok(ReducePlan { data, outer, red, inner, kept, out, names })
     }
 }
