@@ -84,8 +84,8 @@ impl Tensor {
     }
 
     /// The contiguous values of this tensor as a fresh constant (shared when possible).
-    pub(crate) fn contiguous_data(&self) -> Result<Tensor> {
-        Ok(self.value.contiguous_data()?.into())
+    pub(crate) fn contiguous_data(&self, op: &'static str) -> Result<Tensor> {
+        Ok(self.value.contiguous_data(op)?.into())
     }
 
     /// The stored elements as a constant view, and how often each repeats (see

@@ -280,8 +280,8 @@ fn run_conv(
     shape: [usize; 4],
     transposed: bool,
 ) -> Result<Tensor> {
-    let (xd, wd) = (x.contiguous_data()?, w.contiguous_data()?);
     let op = if transposed { "conv_transpose2d" } else { "conv2d" };
+    let (xd, wd) = (x.contiguous_data(op)?, w.contiguous_data(op)?);
     let mut y = crate::tensor::zeroed(op, Size::of(op, &shape)?.numel())?;
     let parts = g.parts();
     let mut buf = crate::tensor::alloc(op, g.scratch_len(parts, false))?;
@@ -331,8 +331,8 @@ impl Backward for ConvBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused(self.name())?;
         let g = &self.geom;
-        let gy = gy.contiguous_data()?;
-        let (x, w) = (self.x.contiguous_data()?, self.w.contiguous_data()?);
+        let gy = gy.contiguous_data(self.name())?;
+        let (x, w) = (self.x.contiguous_data(self.name())?, self.w.contiguous_data(self.name())?);
         let mut out: Grads = SmallVec::from_elem(None, self.operands);
         if cx.needs_grad(0) {
             let mut gx = crate::tensor::zeroed(self.name(), self.x.numel())?;

@@ -62,7 +62,11 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
     /// `gx[i] = backward(x[i], y[i], gy[i])`, in one fused pass.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused("elemental_unary")?;
-        let (x, y, g) = (self.x.contiguous_data()?, self.y.contiguous_data()?, gy.contiguous_data()?);
+        let (x, y, g) = (
+            self.x.contiguous_data("elemental_unary")?,
+            self.y.contiguous_data("elemental_unary")?,
+            gy.contiguous_data("elemental_unary")?,
+        );
         let mut gx = crate::tensor::buffer("elemental_unary", x.packed().len())?;
         pointwise::zip3(x.packed(), y.packed(), g.packed(), &mut gx, &self.backward);
         Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, self.x.shape())), 1))
@@ -120,9 +124,9 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         cx.fused("elemental_binary")?;
         let shape = self.y.shape();
-        let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data()?;
-        let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data()?;
-        let (y, g) = (self.y.contiguous_data()?, gy.contiguous_data()?);
+        let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data("elemental_binary")?;
+        let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data("elemental_binary")?;
+        let (y, g) = (self.y.contiguous_data("elemental_binary")?, gy.contiguous_data("elemental_binary")?);
         let (ga, gb) = map4_pair(a.packed(), b.packed(), y.packed(), g.packed(), &self.backward)?;
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {

@@ -171,7 +171,7 @@ impl Tensor {
         }
         let idx = indices.checked("index_select", self.shape()[a])?;
         let (outer, d, inner) = split3(self.shape(), a);
-        let x = self.contiguous_data()?;
+        let x = self.contiguous_data("index_select")?;
         let mut shape: Shape = self.shape().into();
         shape[a] = idx.len();
         let mut data = crate::tensor::buffer("index_select", outer * idx.len() * inner)?;
@@ -228,7 +228,7 @@ impl Tensor {
         let a = self.axis("gather", axis)?;
         check_like("gather", indices, self.shape(), a, true)?;
         let idx = indices.checked("gather", self.shape()[a])?;
-        let x = self.contiguous_data()?;
+        let x = self.contiguous_data("gather")?;
         let mut data = crate::tensor::buffer("gather", idx.len())?;
         k::gather(x.packed(), self.shape(), a, (&idx, indices.shape()), &mut data);
         let mut out = Tensor::from_parts(data, indices.shape());

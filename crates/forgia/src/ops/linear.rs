@@ -57,8 +57,8 @@ impl Tensor {
         }
         // The rows are the product of the leading sizes (not numel / k: k may be 0).
         let m: usize = self.shape()[..self.rank() - 1].iter().product();
-        let x = self.contiguous_data()?;
-        let w = weight.contiguous_data()?;
+        let x = self.contiguous_data(OP)?;
+        let w = weight.contiguous_data(OP)?;
         let mut out = crate::tensor::buffer("linear", m * n)?;
         let xm = MatRef { data: x.packed(), offset: 0, row_stride: k as isize, col_stride: 1 };
         // Wᵀ read in place: element (i, j) of Wᵀ is W[j, i].

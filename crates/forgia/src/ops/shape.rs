@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
 use crate::tensor::{names, Axis, Layout, Shape, Size};
@@ -66,21 +66,23 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` for bad axes, or `end` before `start`.
     pub fn flatten(&self, start: impl Into<Axis>, end: impl Into<Axis>) -> Result<Tensor> {
-        if self.rank() == 0 {
-            return self.reshape(&[1]);
-        }
-        let (s, e) = (self.axis("flatten", start)?, self.axis("flatten", end)?);
-        if e < s {
-            return fail(ErrorKind::InvalidArgument {
-                op: "flatten",
-                arg: "end",
-                reason: format!("end axis {e} is before start axis {s}"),
-            });
-        }
-        let mut shape: Vec<usize> = self.shape()[..s].to_vec();
-        shape.push(numel(&self.shape()[s..=e]));
-        shape.extend_from_slice(&self.shape()[e + 1..]);
-        self.reshape(&shape)
+        within("flatten", || {
+            if self.rank() == 0 {
+                return self.reshape(&[1]);
+            }
+            let (s, e) = (self.axis("flatten", start)?, self.axis("flatten", end)?);
+            if e < s {
+                return fail(ErrorKind::InvalidArgument {
+                    op: "flatten",
+                    arg: "end",
+                    reason: format!("end axis {e} is before start axis {s}"),
+                });
+            }
+            let mut shape: Vec<usize> = self.shape()[..s].to_vec();
+            shape.push(numel(&self.shape()[s..=e]));
+            shape.extend_from_slice(&self.shape()[e + 1..]);
+            self.reshape(&shape)
+        })
     }
 
     /// Reorders the axes: output axis `i` is input axis `dims[i]`. A view.

@@ -12,7 +12,7 @@ use crate::tensor::{Array, Axes, Axis};
 
 /// Runs the forward kernel along axis `a` of `x` (no node).
 fn forward(x: &Tensor, a: usize, log: bool) -> Result<Tensor> {
-    let plan = Plan::new(x, &[a], true)?;
+    let plan = Plan::new(if log { "log_softmax" } else { "softmax" }, x, &[a], true)?;
     let mut data = crate::tensor::buffer(if log { "log_softmax" } else { "softmax" }, x.numel())?;
     k::softmax(plan.data.packed(), (plan.outer, plan.red, plan.inner), log, &mut data);
     let mut y = Tensor::from_parts(data, x.shape());
@@ -88,8 +88,8 @@ impl Backward for SoftmaxBackward {
                 y.mul(&gy.sub(&gy.mul(&y)?.sum(self.axis, true)?)?)?
             }
         } else {
-            let plan = Plan::new(&self.y, &[self.axis], true)?;
-            let g = gy.contiguous_data()?;
+            let plan = Plan::new(self.name(), &self.y, &[self.axis], true)?;
+            let g = gy.contiguous_data(self.name())?;
             let mut data = crate::tensor::buffer(self.name(), gy.numel())?;
             k::softmax_backward(
                 (plan.data.packed(), g.packed()),
