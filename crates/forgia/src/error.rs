@@ -278,6 +278,39 @@ impl Error {
     pub fn into_kind(self) -> ErrorKind {
         *self.0
     }
+
+    /// The same error reported by `outer`: an op built from other public ops (`repeat` from
+    /// `reshape` and `broadcast_to`, `dot` from `matmul`) names itself, not the op it called,
+    /// in the errors of the checks its callees make for it. Engine and file errors keep their
+    /// own names.
+    pub(crate) fn in_op(mut self, outer: &'static str) -> Error {
+        use ErrorKind as K;
+        match &mut *self.0 {
+            K::ShapeMismatch { op, .. }
+            | K::RankMismatch { op, .. }
+            | K::AxisOutOfRange { op, .. }
+            | K::UnknownAxisName { op, .. }
+            | K::AxisNameMismatch { op, .. }
+            | K::DuplicateAxis { op, .. }
+            | K::InvalidReshape { op, .. }
+            | K::LengthMismatch { op, .. }
+            | K::EmptyTensor { op, .. }
+            | K::NotScalar { op, .. }
+            | K::IndexOutOfRange { op, .. }
+            | K::InvalidArgument { op, .. }
+            | K::SizeOverflow { op, .. }
+            | K::OutOfMemory { op, .. }
+            | K::WorkLimitExceeded { op, .. } => *op = outer,
+            _ => {}
+        }
+        self
+    }
+}
+
+/// Runs the body of the composite op `op`, reporting its callees' input errors as `op`'s own
+/// ([`Error::in_op`]).
+pub(crate) fn within<T>(op: &'static str, body: impl FnOnce() -> Result<T>) -> Result<T> {
+    body().map_err(|e| e.in_op(op))
 }
 
 impl From<ErrorKind> for Error {

@@ -37,7 +37,7 @@ impl Backward for Fault {
 }
 
 fn fault(x: &Tensor, failures: &Arc<AtomicUsize>) -> Tensor {
-    attach(x.detach().contiguous_data().unwrap(), &[x], || Fault { failures: failures.clone() })
+    attach(x.detach().contiguous_data("test").unwrap(), &[x], || Fault { failures: failures.clone() })
 }
 
 /// A random graph over two variables and a constant, every value of shape `[r, c]`, with
@@ -261,7 +261,7 @@ fn a_failing_pass_rolls_back_only_its_own_nodes_while_another_pass_claims_the_fi
         let failures = Arc::new(AtomicUsize::new(1));
         let x = Tensor::variable(vec![0.5], &[1]).unwrap();
         let record = || Gate { entered: entered.clone(), go: go.clone(), failures: failures.clone() };
-        let gated = attach(x.detach().contiguous_data().unwrap(), &[&x], record);
+        let gated = attach(x.detach().contiguous_data("test").unwrap(), &[&x], record);
         let mut chain = vec![gated];
         for _ in 0..200_000 {
             let next = chain[chain.len() - 1].add_scalar(0.0);

@@ -86,7 +86,7 @@ pub fn gradcheck(
     // Analytic: fresh leaves so earlier gradients do not leak in.
     let leaves: Vec<Tensor> = inputs
         .iter()
-        .map(|t| Ok(if t.is_variable() { t.detach().contiguous_data()?.into_variable() } else { t.clone() }))
+        .map(|t| Ok(if t.is_variable() { t.detach().contiguous_data("gradcheck")?.into_variable() } else { t.clone() }))
         .collect::<Result<_>>()?;
     let y = f(&leaves).map_err(nest)?;
     let mut rng = Rng::new(options.seed);

@@ -30,7 +30,7 @@ pub(super) fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
     if axes.is_empty() {
         return Ok(g.clone()); // same shape
     }
-    let plan = ReducePlan::new(g, &axes, true)?;
+    let plan = ReducePlan::new("sum_to_shape", g, &axes, true)?;
     let mut data = crate::tensor::zeroed("sum_to_shape", plan.outer * plan.inner)?;
     k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
     let value = Tensor::from_parts(data, shape);

@@ -84,8 +84,8 @@ impl Tensor {
     }
 
     /// The contiguous values of this tensor as a fresh constant (shared when possible).
-    pub(crate) fn contiguous_data(&self) -> Result<Tensor> {
-        Ok(self.value.contiguous_data()?.into())
+    pub(crate) fn contiguous_data(&self, op: &'static str) -> Result<Tensor> {
+        Ok(self.value.contiguous_data(op)?.into())
     }
 
     /// The stored elements as a constant view, and how often each repeats (see
@@ -116,6 +116,24 @@ impl Tensor {
 
     /// The same tensor (same storage and node) with axis names, one per axis (`None` leaves an
     /// axis unnamed). Names let axis arguments be strings: `x.sum("batch", false)`.
+    ///
+    /// Names travel with the values: an op keeps the name of every axis it keeps (pointwise
+    /// ops, reductions less the reduced axes, views, `concat`, norms, index ops, the batch and
+    /// free axes of `matmul`); an axis an op creates is unnamed (`unsqueeze`, `stack`, the
+    /// output features of `linear`, any `reshape`). Operands that broadcast align from the
+    /// right, as their shapes do: an unnamed axis takes the other's name, and two different
+    /// names meeting (or one name at two positions) is `AxisNameMismatch` rather than a
+    /// silent positional match. PyTorch's named tensors follow the same rules.
+    ///
+    /// ```
+    /// use forgia::Tensor;
+    /// let x = Tensor::ones(&[2, 3])?.with_names(&[Some("batch"), Some("feat")])?;
+    /// assert_eq!(x.sum("batch", false)?.sum("feat", false)?.shape(), &[] as &[usize]);
+    /// let per_batch = Tensor::ones(&[2])?.with_names(&[Some("batch")])?;
+    /// assert!(x.add(&per_batch).is_err()); // `batch` would meet `feat`
+    /// assert!(x.add(&per_batch.unsqueeze(1)?).is_ok());
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
     ///
     /// # Errors
     /// `RankMismatch` when the count differs from the rank; `DuplicateAxis` on a repeated name.

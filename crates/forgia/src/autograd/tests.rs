@@ -63,7 +63,7 @@ impl Backward for Flaky {
 }
 
 fn flaky(x: &Tensor, failures: &Arc<AtomicUsize>) -> Tensor {
-    attach(x.detach().contiguous_data().unwrap(), &[x], || Flaky { failures: failures.clone() })
+    attach(x.detach().contiguous_data("test").unwrap(), &[x], || Flaky { failures: failures.clone() })
 }
 
 fn node_is_idle(t: &Tensor) -> bool {

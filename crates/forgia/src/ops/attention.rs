@@ -100,7 +100,7 @@ fn addressable(t: &Tensor) -> Result<Tensor> {
     Ok(if l.strides.iter().all(|&s| s >= 0) && (l.strides[3] == 1 || l.shape[3] <= 1) {
         t.detach()
     } else {
-        t.contiguous_data()?
+        t.contiguous_data(OP)?
     })
 }
 

@@ -5,22 +5,15 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::Result;
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
-use crate::tensor::{Array, Names, Saved, Shape};
+use crate::tensor::{names, Array, Names, Saved, Shape};
 
-/// Output names of a broadcasting op: the names of an operand of full rank; an error when two
-/// named operands disagree.
+/// Output names of a broadcasting op: the operands' names aligned from the right
+/// ([`crate::tensor::names::broadcast`]); an error when two names meet that differ.
 pub(crate) fn broadcast_names(op: &'static str, a: &Array, b: &Array, rank: usize) -> Result<Option<Names>> {
-    match (&a.names, &b.names) {
-        (Some(na), Some(nb)) if a.rank() == b.rank() && na != nb => {
-            fail(ErrorKind::AxisNameMismatch { op, lhs: na.to_vec(), rhs: nb.to_vec() })
-        }
-        (Some(n), _) if a.rank() == rank => Ok(Some(n.clone())),
-        (_, Some(n)) if b.rank() == rank => Ok(Some(n.clone())),
-        _ => Ok(None),
-    }
+    names::broadcast(op, a.names.as_ref(), a.rank(), b.names.as_ref(), b.rank(), rank)
 }
 
 /// Computes `f(a, b)` elementwise over the broadcast shape (no node).

@@ -322,7 +322,7 @@ impl Map {
 
 /// One map of `g` on `(a, b)`, optionally plus a per-channel bias, with its record attached.
 fn conv_map(map: Map, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, g: ConvGeom) -> Result<Tensor> {
-    let (ad, bd) = (a.contiguous_data()?, b.contiguous_data()?);
+    let (ad, bd) = (a.contiguous_data(map.name())?, b.contiguous_data(map.name())?);
     let shape = map.out_shape(&g);
     let mut y = map.run(&g, ad.packed(), bd.packed())?;
     if let Some(bias) = bias {
@@ -396,7 +396,7 @@ impl Backward for ConvBackward {
                 gy.sum([0usize, 2, 3], false)?
             } else {
                 let shape = self.map.out_shape(&g);
-                let gyd = gy.contiguous_data()?;
+                let gyd = gy.contiguous_data(self.name())?;
                 let mut gb = crate::tensor::zeroed(self.name(), shape[1])?;
                 k::channel_sum(gyd.packed(), shape[2] * shape[3], &mut gb);
                 Tensor::from_parts(gb, &[shape[1]])

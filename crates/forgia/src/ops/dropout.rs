@@ -30,7 +30,8 @@ impl Tensor {
             k::apply(Some(d), seed, p, scale, &mut y);
             Ok(y)
         })?;
-        let out = Tensor::from_parts(y, self.shape());
+        let mut out = Tensor::from_parts(y, self.shape());
+        out.names = self.names.clone();
         Ok(attach(out, &[self], || DropoutBackward { seed, p, shape: self.shape().into() }))
     }
 }

@@ -4,7 +4,7 @@
 //! every backward is a GEMM through matmul's record.
 
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::tensor::layout::numel;
 use crate::tensor::Axis;
 
@@ -30,34 +30,36 @@ impl Tensor {
     /// `ShapeMismatch` when the contracted sizes differ; `DuplicateAxis` when the result would
     /// carry one name twice.
     pub fn dot(&self, other: &Tensor, axis: impl Into<Axis>) -> Result<Tensor> {
-        let axis = axis.into();
-        let (a, b) = (self.axis("dot", &axis)?, other.axis("dot", &axis)?);
-        if self.shape()[a] != other.shape()[b] {
-            return fail(ErrorKind::ShapeMismatch {
-                op: "dot",
-                lhs: self.shape().to_vec(),
-                rhs: other.shape().to_vec(),
-            });
-        }
-        let k = self.shape()[a];
-        let rest = |t: &Tensor, x: usize| -> Vec<usize> { (0..t.rank()).filter(|&i| i != x).collect() };
-        let (ra, rb) = (rest(self, a), rest(other, b));
-        let pa: Vec<usize> = ra.iter().copied().chain([a]).collect();
-        let pb: Vec<usize> = [b].into_iter().chain(rb.iter().copied()).collect();
-        let m: usize = ra.iter().map(|&i| self.shape()[i]).product();
-        let n: usize = rb.iter().map(|&i| other.shape()[i]).product();
-        let lhs = self.permute(&pa)?.reshape(&[m, k])?;
-        let rhs = other.permute(&pb)?.reshape(&[k, n])?;
-        let shape: Vec<usize> =
-            ra.iter().map(|&i| self.shape()[i]).chain(rb.iter().map(|&i| other.shape()[i])).collect();
-        let out = lhs.matmul(&rhs)?.reshape(&shape)?;
-        if self.names.is_none() && other.names.is_none() {
-            return Ok(out);
-        }
-        let name = |t: &Tensor, i: usize| t.names.as_ref().and_then(|n| n[i].clone());
-        let names: Vec<Option<String>> =
-            ra.iter().map(|&i| name(self, i)).chain(rb.iter().map(|&i| name(other, i))).collect();
-        out.with_names(&names)
+        within("dot", || {
+            let axis = axis.into();
+            let (a, b) = (self.axis("dot", &axis)?, other.axis("dot", &axis)?);
+            if self.shape()[a] != other.shape()[b] {
+                return fail(ErrorKind::ShapeMismatch {
+                    op: "dot",
+                    lhs: self.shape().to_vec(),
+                    rhs: other.shape().to_vec(),
+                });
+            }
+            let k = self.shape()[a];
+            let rest = |t: &Tensor, x: usize| -> Vec<usize> { (0..t.rank()).filter(|&i| i != x).collect() };
+            let (ra, rb) = (rest(self, a), rest(other, b));
+            let pa: Vec<usize> = ra.iter().copied().chain([a]).collect();
+            let pb: Vec<usize> = [b].into_iter().chain(rb.iter().copied()).collect();
+            let m: usize = ra.iter().map(|&i| self.shape()[i]).product();
+            let n: usize = rb.iter().map(|&i| other.shape()[i]).product();
+            let lhs = self.permute(&pa)?.reshape(&[m, k])?;
+            let rhs = other.permute(&pb)?.reshape(&[k, n])?;
+            let shape: Vec<usize> =
+                ra.iter().map(|&i| self.shape()[i]).chain(rb.iter().map(|&i| other.shape()[i])).collect();
+            let out = lhs.matmul(&rhs)?.reshape(&shape)?;
+            if self.names.is_none() && other.names.is_none() {
+                return Ok(out);
+            }
+            let name = |t: &Tensor, i: usize| t.names.as_ref().and_then(|n| n[i].clone());
+            let names: Vec<Option<String>> =
+                ra.iter().map(|&i| name(self, i)).chain(rb.iter().map(|&i| name(other, i))).collect();
+            out.with_names(&names)
+        })
     }
 
     /// Two-operand Einstein summation, e.g. `"ij,jk->ik"`, `"bij,bjk->bik"`, `"ij,ij->i"`,

@@ -119,7 +119,11 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
         if self.second.is_none() {
             cx.fused("elemental_unary")?;
         }
-        let (x, y, g) = (self.x.contiguous_data()?, self.y.contiguous_data()?, gy.contiguous_data()?);
+        let (x, y, g) = (
+            self.x.contiguous_data("elemental_unary")?,
+            self.y.contiguous_data("elemental_unary")?,
+            gy.contiguous_data("elemental_unary")?,
+        );
         let mut gx = crate::tensor::buffer("elemental_unary", x.packed().len())?;
         pointwise::zip3(x.packed(), y.packed(), g.packed(), &mut gx, &self.backward);
         let gx = Tensor::from_parts(gx, self.x.shape());
@@ -241,9 +245,9 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
             cx.fused("elemental_binary")?;
         }
         let shape = self.y.shape();
-        let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data()?;
-        let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data()?;
-        let (y, g) = (self.y.contiguous_data()?, gy.contiguous_data()?);
+        let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data("elemental_binary")?;
+        let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data("elemental_binary")?;
+        let (y, g) = (self.y.contiguous_data("elemental_binary")?, gy.contiguous_data("elemental_binary")?);
         let (ga, gb) = map4_pair(a.packed(), b.packed(), y.packed(), g.packed(), &self.backward)?;
         if let (Some(second), true) = (&self.second, cx.create_graph()) {
             // Both gradients as one node `[2, *shape]` whose record applies `second`.
@@ -294,7 +298,7 @@ impl Backward for UnaryGradBackward {
     /// `(dx, dgy)[i] = second(x[i], y[i], gy[i], ggx[i])`.
     fn backward(&self, cx: &VjpCtx<'_>, ggx: &Tensor) -> Result<Grads> {
         cx.fused("elemental_unary_backward")?;
-        let u = ggx.contiguous_data()?;
+        let u = ggx.contiguous_data("elemental_unary_backward")?;
         let (x, y, g, u) = (self.x.packed(), self.y.packed(), self.gy.packed(), u.packed());
         let (dx, dg) = map4_pair(x, y, g, u, &|x, y, g, u| (self.second)(x, y, g, u))?;
         let shape = self.x.shape();
@@ -322,7 +326,7 @@ impl Backward for BinaryGradBackward {
     /// `(da, db, dgy)[i] = second(a[i], b[i], y[i], gy[i], gga[i], ggb[i])`.
     fn backward(&self, cx: &VjpCtx<'_>, gg: &Tensor) -> Result<Grads> {
         cx.fused("elemental_binary_backward")?;
-        let u = gg.contiguous_data()?;
+        let u = gg.contiguous_data("elemental_binary_backward")?;
         let (a, b, y, g) = (self.a.packed(), self.b.packed(), self.y.packed(), self.gy.packed());
         let (gga, ggb) = u.packed().split_at(a.len());
         let n = a.len();

@@ -171,12 +171,13 @@ impl Tensor {
         }
         let idx = indices.checked("index_select", self.shape()[a])?;
         let (outer, d, inner) = split3(self.shape(), a);
-        let x = self.contiguous_data()?;
+        let x = self.contiguous_data("index_select")?;
         let mut shape: Shape = self.shape().into();
         shape[a] = idx.len();
         let mut data = crate::tensor::buffer("index_select", outer * idx.len() * inner)?;
         k::index_select(x.packed(), (outer, d, inner), &idx, &mut data);
-        let out = Tensor::from_parts(data, &shape);
+        let mut out = Tensor::from_parts(data, &shape);
+        out.names = self.names.clone();
         Ok(attach(out, &[self], || IndexSelectBackward {
             axis: a,
             indices: indices.clone(),
@@ -210,7 +211,8 @@ impl Tensor {
         let (outer, d, inner) = split3(self.shape(), a);
         let mut data = self.to_vec();
         src.with_data(|s| k::index_add(&mut data, outer, d, inner, &idx, s));
-        let out = Tensor::from_parts(data, self.shape());
+        let mut out = Tensor::from_parts(data, self.shape());
+        out.names = self.names.clone();
         Ok(attach(out, &[self, src], || IndexAddBackward { axis: a, indices: indices.clone() }))
     }
 
@@ -226,10 +228,11 @@ impl Tensor {
         let a = self.axis("gather", axis)?;
         check_like("gather", indices, self.shape(), a, true)?;
         let idx = indices.checked("gather", self.shape()[a])?;
-        let x = self.contiguous_data()?;
+        let x = self.contiguous_data("gather")?;
         let mut data = crate::tensor::buffer("gather", idx.len())?;
         k::gather(x.packed(), self.shape(), a, (&idx, indices.shape()), &mut data);
-        let out = Tensor::from_parts(data, indices.shape());
+        let mut out = Tensor::from_parts(data, indices.shape());
+        out.names = self.names.clone();
         Ok(attach(out, &[self], || GatherBackward { axis: a, indices: indices.clone(), in_shape: self.shape().into() }))
     }
 
@@ -257,7 +260,8 @@ impl Tensor {
         let mut vals = crate::tensor::buffer("scatter_add", idx.len())?;
         let (dst, at) = ((&mut data[..], self.shape()), (&idx[..], indices.shape()));
         src.with_data(|s| k::scatter_add(dst, a, at, (s, src.shape()), &mut vals));
-        let out = Tensor::from_parts(data, self.shape());
+        let mut out = Tensor::from_parts(data, self.shape());
+        out.names = self.names.clone();
         Ok(attach(out, &[self, src], || ScatterAddBackward {
             axis: a,
             indices: indices.clone(),

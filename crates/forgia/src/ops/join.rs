@@ -7,10 +7,10 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Size};
+use crate::tensor::{names, Axis, Layout, Shape, Size};
 
 /// Checks that every tensor has the rank and shape of the first, except along `axis`.
 fn check_same_but(op: &'static str, ts: &[&Tensor], axis: Option<usize>) -> Result<()> {
@@ -52,7 +52,7 @@ impl Tensor {
             start += len;
         }
         let mut out = Tensor::from_parts(data, &shape);
-        out.names = tensors[0].names.clone();
+        out.names = names::unified("concat", tensors.iter().map(|t| (t.names.as_ref(), t.rank())))?;
         Ok(attach(out, tensors, || ConcatBackward { axis: a, sizes }))
     }
 
@@ -65,14 +65,16 @@ impl Tensor {
     /// `InvalidArgument` for an empty list; `AxisOutOfRange` (naming the valid range);
     /// `UnknownAxisName` for a name (the new axis has none); `ShapeMismatch` when shapes differ.
     pub fn stack(tensors: &[&Tensor], axis: impl Into<Axis>) -> Result<Tensor> {
-        if tensors.is_empty() {
-            return fail(ErrorKind::InvalidArgument { op: "stack", arg: "tensors", reason: "empty list".into() });
-        }
-        check_same_but("stack", tensors, None)?;
-        let axis = crate::tensor::resolve_insert("stack", &axis.into(), tensors[0].rank())?;
-        let parts = tensors.iter().map(|t| t.unsqueeze(axis)).collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&Tensor> = parts.iter().collect();
-        Tensor::concat(&refs, axis)
+        within("stack", || {
+            if tensors.is_empty() {
+                return fail(ErrorKind::InvalidArgument { op: "stack", arg: "tensors", reason: "empty list".into() });
+            }
+            check_same_but("stack", tensors, None)?;
+            let axis = crate::tensor::resolve_insert("stack", &axis.into(), tensors[0].rank())?;
+            let parts = tensors.iter().map(|t| t.unsqueeze(axis)).collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&Tensor> = parts.iter().collect();
+            Tensor::concat(&refs, axis)
+        })
     }
 
     /// Splits `axis` into consecutive parts of the given `sizes` (views).
@@ -99,19 +101,33 @@ impl Tensor {
     }
 
     /// Splits `axis` into `n` views of `ceil(size / n)` elements (the last may be smaller, and
-    /// there may be fewer than `n` parts), like `torch.chunk`.
+    /// there may be fewer than `n` parts), like `torch.chunk`; an empty axis gives `n` empty
+    /// views.
     ///
     /// # Errors
     /// `AxisOutOfRange`; `InvalidArgument` for `n == 0`.
     pub fn chunk(&self, n: usize, axis: impl Into<Axis>) -> Result<Vec<Tensor>> {
-        let a = self.axis("chunk", axis)?;
-        if n == 0 {
-            return fail(ErrorKind::InvalidArgument { op: "chunk", arg: "n", reason: "must be at least 1".into() });
-        }
-        let size = self.shape()[a];
-        let step = size.div_ceil(n).max(1);
-        let sizes: Vec<usize> = (0..size).step_by(step).map(|s| step.min(size - s)).collect();
-        self.split(a, &sizes)
+        within("chunk", || {
+            let a = self.axis("chunk", axis)?;
+            if n == 0 {
+                return fail(ErrorKind::InvalidArgument { op: "chunk", arg: "n", reason: "must be at least 1".into() });
+            }
+            let size = self.shape()[a];
+            let step = size.div_ceil(n).max(1);
+            // An empty axis gives `n` empty parts, as in PyTorch (the list allocated fallibly).
+            let sizes: Vec<usize> = if size == 0 {
+                let mut zeros = Vec::new();
+                zeros.try_reserve_exact(n).map_err(|_| ErrorKind::OutOfMemory {
+                    op: "chunk",
+                    bytes: n.saturating_mul(size_of::<Tensor>()),
+                })?;
+                zeros.resize(n, 0);
+                zeros
+            } else {
+                (0..size).step_by(step).map(|s| step.min(size - s)).collect()
+            };
+            self.split(a, &sizes)
+        })
     }
 
     /// Constant padding: `pads[i] = (before, after)` elements of `value` around axis `i`
@@ -175,21 +191,29 @@ impl Tensor {
     /// # Errors
     /// `RankMismatch` when there are fewer repeats than axes.
     pub fn repeat(&self, repeats: &[usize]) -> Result<Tensor> {
-        if repeats.len() < self.rank() {
-            return fail(ErrorKind::RankMismatch {
-                op: "repeat",
-                expected: "at least one repeat count per axis",
-                shape: self.shape().to_vec(),
-            });
-        }
-        let extra = repeats.len() - self.rank();
-        let dims: Vec<usize> = std::iter::repeat_n(1, extra).chain(self.shape().iter().copied()).collect();
-        // [1, d0, 1, d1, ...] broadcast to [r0, d0, r1, d1, ...], then merged pairwise.
-        let interleaved: Vec<usize> = dims.iter().flat_map(|&d| [1, d]).collect();
-        let expanded: Vec<usize> = repeats.iter().zip(&dims).flat_map(|(&r, &d)| [r, d]).collect();
-        let merged = repeats.iter().zip(&dims).map(|(&r, &d)| Size::mul("repeat", self.shape(), r, d));
-        let merged = merged.collect::<Result<Vec<usize>>>()?;
-        self.reshape(&interleaved)?.broadcast_to(&expanded)?.reshape(&merged)
+        within("repeat", || {
+            if repeats.len() < self.rank() {
+                return fail(ErrorKind::RankMismatch {
+                    op: "repeat",
+                    expected: "at least one repeat count per axis",
+                    shape: self.shape().to_vec(),
+                });
+            }
+            let extra = repeats.len() - self.rank();
+            let dims: Vec<usize> = std::iter::repeat_n(1, extra).chain(self.shape().iter().copied()).collect();
+            // [1, d0, 1, d1, ...] broadcast to [r0, d0, r1, d1, ...], then merged pairwise.
+            let interleaved: Vec<usize> = dims.iter().flat_map(|&d| [1, d]).collect();
+            let expanded: Vec<usize> = repeats.iter().zip(&dims).flat_map(|(&r, &d)| [r, d]).collect();
+            let merged = repeats.iter().zip(&dims).map(|(&r, &d)| Size::mul("repeat", self.shape(), r, d));
+            let merged = merged.collect::<Result<Vec<usize>>>()?;
+            let mut out = self.reshape(&interleaved)?.broadcast_to(&expanded)?.reshape(&merged)?;
+            // The tiled axes keep their names; prepended ones have none.
+            out.names = names::picked(
+                self.names.as_ref(),
+                &(0..repeats.len()).map(|i| i.checked_sub(extra)).collect::<Vec<_>>(),
+            );
+            Ok(out)
+        })
     }
 
     /// [`Tensor::reshape`] where one entry may be `-1`, inferred from the element count.
@@ -198,22 +222,25 @@ impl Tensor {
     /// `InvalidReshape` for more than one `-1`, another negative entry, or sizes that do not fit
     /// (the `-1` shows as `usize::MAX` in the error).
     pub fn reshape_infer(&self, shape: &[isize]) -> Result<Tensor> {
-        let to: Vec<usize> = shape.iter().map(|&d| if d < 0 { usize::MAX } else { d as usize }).collect();
-        let bad = || ErrorKind::InvalidReshape { op: "reshape", from: self.shape().to_vec(), to: to.clone() };
-        let inferred: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] < 0).collect();
-        if inferred.len() > 1 || inferred.iter().any(|&i| shape[i] != -1) {
-            return fail(bad());
-        }
-        let mut dims = to.clone();
-        if let Some(&i) = inferred.first() {
-            let known = Size::of("reshape", &to.iter().copied().filter(|&d| d != usize::MAX).collect::<Vec<_>>())?;
-            let known = known.numel();
-            if known == 0 || !self.numel().is_multiple_of(known) {
+        within("reshape_infer", || {
+            let to: Vec<usize> = shape.iter().map(|&d| if d < 0 { usize::MAX } else { d as usize }).collect();
+            let bad = || ErrorKind::InvalidReshape { op: "reshape_infer", from: self.shape().to_vec(), to: to.clone() };
+            let inferred: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] < 0).collect();
+            if inferred.len() > 1 || inferred.iter().any(|&i| shape[i] != -1) {
                 return fail(bad());
             }
-            dims[i] = self.numel() / known;
-        }
-        self.reshape(&dims)
+            let mut dims = to.clone();
+            if let Some(&i) = inferred.first() {
+                let known =
+                    Size::of("reshape_infer", &to.iter().copied().filter(|&d| d != usize::MAX).collect::<Vec<_>>())?;
+                let known = known.numel();
+                if known == 0 || !self.numel().is_multiple_of(known) {
+                    return fail(bad());
+                }
+                dims[i] = self.numel() / known;
+            }
+            self.reshape(&dims)
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::tensor::Array;
+use crate::tensor::{names, Array};
 
 const OP: &str = "linear";
 
@@ -57,8 +57,8 @@ impl Tensor {
         }
         // The rows are the product of the leading sizes (not numel / k: k may be 0).
         let m: usize = self.shape()[..self.rank() - 1].iter().product();
-        let x = self.contiguous_data()?;
-        let w = weight.contiguous_data()?;
+        let x = self.contiguous_data(OP)?;
+        let w = weight.contiguous_data(OP)?;
         let mut out = crate::tensor::buffer("linear", m * n)?;
         let xm = MatRef { data: x.packed(), offset: 0, row_stride: k as isize, col_stride: 1 };
         // Wᵀ read in place: element (i, j) of Wᵀ is W[j, i].
@@ -71,7 +71,10 @@ impl Tensor {
         }
         let mut shape = self.shape().to_vec();
         *shape.last_mut().expect("rank checked above") = n;
-        let y = Tensor::from_parts(out, &shape);
+        let mut y = Tensor::from_parts(out, &shape);
+        // The leading axes keep their names; the output features are a new, unnamed axis.
+        let r = shape.len();
+        y.names = names::picked(self.names.as_ref(), &(0..r).map(|i| (i + 1 < r).then_some(i)).collect::<Vec<_>>());
         let inputs: SmallVec<[&Tensor; 3]> = [Some(self), Some(weight), bias].into_iter().flatten().collect();
         Ok(attach(y, &inputs, || LinearBackward { x: x.value(), w: w.value(), rows: m, has_bias: bias.is_some() }))
     }

@@ -188,7 +188,7 @@ fn cross_entropy_2d(x: &Tensor, targets: &[Option<usize>], eps: f32, reduction: 
     if c == 0 {
         return fail(ErrorKind::EmptyTensor { op: "cross_entropy", shape: x.shape().to_vec() });
     }
-    let data = x.contiguous_data()?;
+    let data = x.contiguous_data("cross_entropy")?;
     let d = data.packed();
     let mut lse = vec![(0.0, 0.0); n];
     row_logsumexp(d, c, &mut lse);

@@ -10,7 +10,7 @@ use crate::error::{fail, Error, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
-use crate::tensor::{Array, Layout, Shape, Size};
+use crate::tensor::{names, Array, Layout, Names, Shape, Size};
 
 /// The batch part (all but the last two axes) of a layout, as its own layout.
 fn batch_layout(l: &Layout, batch: &[usize]) -> Layout {
@@ -66,6 +66,13 @@ impl Tensor {
     /// `WorkLimitExceeded` when `batch · m · n · k` passes [`crate::MAX_WORK`] (broadcast views
     /// can ask for that with no memory behind it); `OutOfMemory`.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        let names = product_names(self, other)?;
+        let mut out = self.matmul_positional(other)?;
+        out.names = names;
+        Ok(out)
+    }
+
+    fn matmul_positional(&self, other: &Tensor) -> Result<Tensor> {
         if self.rank() == 0 || other.rank() == 0 {
             let shape = if self.rank() == 0 { self.shape() } else { other.shape() };
             return fail(ErrorKind::RankMismatch { op: "matmul", expected: "rank >= 1", shape: shape.to_vec() });
@@ -134,6 +141,35 @@ impl Tensor {
         let work = 2 * count * m * n * k; // at most 2 · MAX_WORK, checked above
         Ok(attach(out, &[self, other], || MatmulBackward { a: self.value(), b: other.value(), work }))
     }
+}
+
+/// The names of a product's output (PyTorch's rule): the batch axes' names aligned as they
+/// broadcast, then the left operand's row axis and the right operand's column axis; the
+/// contracted axes are dropped (their names are not compared). A 1-D operand contributes no
+/// row or column axis.
+fn product_names(a: &Tensor, b: &Tensor) -> Result<Option<Names>> {
+    if a.names.is_none() && b.names.is_none() || a.rank() == 0 || b.rank() == 0 {
+        return Ok(None);
+    }
+    let (ra, rb) = (a.rank(), b.rank());
+    let sub = |t: &Tensor, keep: &[usize]| {
+        let all: Vec<usize> = (0..t.rank()).filter(|i| !keep.contains(i)).collect();
+        names::without(t.names.as_ref(), &all)
+    };
+    let (ba, bb) = (ra.saturating_sub(2), rb.saturating_sub(2));
+    let batch_rank = ba.max(bb);
+    let a_batch = sub(a, &(0..ba).collect::<Vec<_>>());
+    let b_batch = sub(b, &(0..bb).collect::<Vec<_>>());
+    let batch = names::broadcast("matmul", a_batch.as_ref(), ba, b_batch.as_ref(), bb, batch_rank)?;
+    let mut out: Vec<Option<String>> = batch.map(|n| n.to_vec()).unwrap_or_else(|| vec![None; batch_rank]);
+    let name = |t: &Tensor, i: usize| t.names.as_ref().and_then(|n| n[i].clone());
+    if ra >= 2 {
+        out.push(name(a, ra - 2));
+    }
+    if rb >= 2 {
+        out.push(name(b, rb - 1));
+    }
+    Ok(out.iter().any(Option::is_some).then(|| out.into()))
 }
 
 /// True for a rank-2 tensor whose elements are a packed matrix read column by column (the

@@ -85,8 +85,9 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
     if x.numel() == 0 {
         return fail(ErrorKind::EmptyTensor { op: spec.op, shape: x.shape().to_vec() });
     }
-    let xd = x.contiguous_data()?;
-    let (wd, bd) = (w.map(Tensor::contiguous_data).transpose()?, b.map(Tensor::contiguous_data).transpose()?);
+    let xd = x.contiguous_data(spec.op)?;
+    let pack = |t: &Tensor| t.contiguous_data(spec.op);
+    let (wd, bd) = (w.map(pack).transpose()?, b.map(pack).transpose()?);
     let (y, mean, rstd, var) = match spec.rows(wd.as_deref(), bd.as_deref()) {
         Some(rows) => {
             let n = xd.numel() / rows.d.max(1);
@@ -111,7 +112,8 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
             (y, mean, rstd, var)
         }
     };
-    let out = Tensor::from_parts(y, x.shape());
+    let mut out = Tensor::from_parts(y, x.shape());
+    out.names = x.names.clone();
     let record = || NormBackward {
         x: xd.value(),
         mean: Arc::new(mean),
@@ -358,7 +360,7 @@ impl Backward for NormBackward {
         }
         let (s, inner) = (&self.spec.sets, self.spec.inner);
         let count = numel(&self.spec.param_shape);
-        let gy = gy.contiguous_data()?;
+        let gy = gy.contiguous_data(self.spec.op)?;
         let x = self.x.packed();
         let w_slot = self.weight.is_some() as usize;
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);

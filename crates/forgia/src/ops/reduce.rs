@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::layout::numel;
 use crate::tensor::{Array, Axes, Axis, Shape};
@@ -28,10 +28,10 @@ impl Tensor {
             return v.sum(0, false);
         }
         let axes = self.axes("sum", axes)?;
-        let plan = Plan::new(self, &axes, keepdim)?;
+        let plan = Plan::new("sum", self, &axes, keepdim)?;
         let mut data = crate::tensor::zeroed("sum", plan.outer * plan.inner)?;
         k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: 1.0 }))
     }
 
@@ -51,12 +51,12 @@ impl Tensor {
         if n == 0 {
             return fail(ErrorKind::EmptyTensor { op: "mean", shape: self.shape().to_vec() });
         }
-        let plan = Plan::new(self, &axes, keepdim)?;
+        let plan = Plan::new("mean", self, &axes, keepdim)?;
         let inv = 1.0 / n as f32;
         let mut data = crate::tensor::zeroed("mean", plan.outer * plan.inner)?;
         k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
         data.iter_mut().for_each(|v| *v *= inv);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: inv }))
     }
 
@@ -170,7 +170,7 @@ impl Tensor {
     }
 
     fn extremum_all(&self, op: &'static str, max: bool) -> Result<Tensor> {
-        let flat = self.reshape(&[self.numel()])?;
+        let flat = within(op, || self.reshape(&[self.numel()]))?;
         let m = flat.extremum_parts(op, Axis::Index(0), max)?.1[0];
         Ok(attach(Tensor::scalar(m), &[self], || {
             let hit = |x: f32| x == m || (m.is_nan() && x.is_nan());
@@ -218,7 +218,7 @@ impl Tensor {
         if self.shape()[a] == 0 {
             return fail(ErrorKind::EmptyTensor { op, shape: self.shape().to_vec() });
         }
-        let plan = Plan::new(self, &[a], false)?;
+        let plan = Plan::new(op, self, &[a], false)?;
         let n = plan.outer * plan.inner;
         let (mut vals, mut args) = (crate::tensor::buffer(op, n)?, vec![0usize; n]);
         k::extremum(plan.data.packed(), (plan.outer, plan.red, plan.inner), max, &mut vals, &mut args);
@@ -231,7 +231,8 @@ impl Tensor {
         }
         let (plan, vals, args) = self.extremum_parts(op, axis, max)?;
         let shape = if keepdim { &plan.kept } else { &plan.out };
-        let out = Tensor::from_parts(vals, shape);
+        let mut out = Tensor::from_parts(vals, shape);
+        out.names = if keepdim { self.names.clone() } else { plan.names.clone() };
         Ok(attach(out, &[self], || ExtremumBackward {
             name: op,
             in_shape: self.shape().into(),

@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use super::reduce::{expand_reduced, scalar_as_vector, Plan};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::tensor::{Array, Axes, Axis, Shape};
 
@@ -21,40 +21,42 @@ impl Tensor {
     /// Bad axes as [`Tensor::sum`]; `EmptyTensor` when nothing is reduced over an empty axis;
     /// `InvalidArgument` when `correction >= n`.
     pub fn var(&self, axes: impl Into<Axes>, correction: usize, keepdim: bool) -> Result<Tensor> {
-        let axes = axes.into();
-        if let Some(v) = scalar_as_vector(self, "var", &axes)? {
-            return v.var(0, correction, false);
-        }
-        let axes = self.axes("var", axes)?;
-        let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
-        if n == 0 {
-            return fail(ErrorKind::EmptyTensor { op: "var", shape: self.shape().to_vec() });
-        }
-        if correction >= n {
-            return fail(ErrorKind::InvalidArgument {
-                op: "var",
-                arg: "correction",
-                reason: format!("correction {correction} needs more than {n} reduced elements"),
-            });
-        }
-        let denom = (n - correction) as f32;
-        // The variance is shift-invariant: shifted by the first element of each reduced set,
-        // identical values are exactly 0 (the kernel's mean comes from a rounded f32 sum, so
-        // `var([0.1; 3])` was 8e-17), and values far from 0 lose less to cancellation.
-        let x = self.detach();
-        let first = axes.iter().try_fold(x.clone(), |f, &a| f.narrow(a, 0, 1))?;
-        let shifted = x.sub(&first)?;
-        let plan = Plan::new(&shifted, &axes, keepdim)?;
-        let n = plan.outer * plan.inner;
-        let (mut sums, mut data) = (crate::tensor::zeroed("var", n)?, crate::tensor::zeroed("var", n)?);
-        k::var(plan.data.packed(), (plan.outer, plan.red, plan.inner), denom, &mut sums, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
-        Ok(attach(out, &[self], || VarBackward {
-            x: self.value(),
-            axes: axes.to_vec(),
-            kept: plan.kept.clone(),
-            denom,
-        }))
+        within("var", || {
+            let axes = axes.into();
+            if let Some(v) = scalar_as_vector(self, "var", &axes)? {
+                return v.var(0, correction, false);
+            }
+            let axes = self.axes("var", axes)?;
+            let n: usize = axes.iter().map(|&a| self.shape()[a]).product();
+            if n == 0 {
+                return fail(ErrorKind::EmptyTensor { op: "var", shape: self.shape().to_vec() });
+            }
+            if correction >= n {
+                return fail(ErrorKind::InvalidArgument {
+                    op: "var",
+                    arg: "correction",
+                    reason: format!("correction {correction} needs more than {n} reduced elements"),
+                });
+            }
+            let denom = (n - correction) as f32;
+            // The variance is shift-invariant: shifted by the first element of each reduced set,
+            // identical values are exactly 0 (the kernel's mean comes from a rounded f32 sum, so
+            // `var([0.1; 3])` was 8e-17), and values far from 0 lose less to cancellation.
+            let x = self.detach();
+            let first = axes.iter().try_fold(x.clone(), |f, &a| f.narrow(a, 0, 1))?;
+            let shifted = x.sub(&first)?;
+            let plan = Plan::new("var", &shifted, &axes, keepdim)?;
+            let n = plan.outer * plan.inner;
+            let (mut sums, mut data) = (crate::tensor::zeroed("var", n)?, crate::tensor::zeroed("var", n)?);
+            k::var(plan.data.packed(), (plan.outer, plan.red, plan.inner), denom, &mut sums, &mut data);
+            let out = Tensor::from(plan.output(data));
+            Ok(attach(out, &[self], || VarBackward {
+                x: self.value(),
+                axes: axes.to_vec(),
+                kept: plan.kept.clone(),
+                denom,
+            }))
+        })
     }
 
     /// `log Σ exp(x)` over `axes`, computed stably (shifted by the maximum).
@@ -72,12 +74,12 @@ impl Tensor {
         if axes.iter().any(|&a| self.shape()[a] == 0) {
             return fail(ErrorKind::EmptyTensor { op: "logsumexp", shape: self.shape().to_vec() });
         }
-        let plan = Plan::new(self, &axes, keepdim)?;
+        let plan = Plan::new("logsumexp", self, &axes, keepdim)?;
         let n = plan.outer * plan.inner;
         let mut shift = crate::tensor::buffer("logsumexp", n)?;
         let mut data = crate::tensor::zeroed("logsumexp", n)?;
         k::logsumexp(plan.data.packed(), (plan.outer, plan.red, plan.inner), &mut shift, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         let y = out.detach();
         Ok(attach(out, &[self], || LogsumexpBackward { x: self.value(), y: y.value(), kept: plan.kept.clone() }))
     }
@@ -95,10 +97,10 @@ impl Tensor {
             return v.prod(0, false);
         }
         let a = self.axis("prod", axis)?;
-        let plan = Plan::new(self, &[a], keepdim)?;
+        let plan = Plan::new("prod", self, &[a], keepdim)?;
         let mut data = crate::tensor::buffer("prod", plan.outer * plan.inner)?;
         k::prod(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
-        let out = Tensor::from_parts(data, &plan.out);
+        let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || ProdBackward { x: self.value(), axis: a, kept: plan.kept.clone() }))
     }
 
@@ -119,7 +121,7 @@ impl Tensor {
 
     /// Running sum along a resolved axis, from the start or (`reverse`) from the end.
     fn cumsum_dir(&self, axis: usize, reverse: bool) -> Result<Tensor> {
-        let plan = Plan::new(self, &[axis], true)?;
+        let plan = Plan::new("cumsum", self, &[axis], true)?;
         let mut data = crate::tensor::zeroed("cumsum", plan.data.packed().len())?;
         k::cumsum(plan.data.packed(), plan.outer, plan.red, plan.inner, reverse, &mut data);
         let mut out = Tensor::from_parts(data, self.shape());
@@ -210,7 +212,7 @@ impl Backward for ProdBackward {
         let exclusive = if cx.create_graph() {
             self.exclusive_tensor(&cx.input(0, &self.x))?
         } else {
-            let plan = Plan::new(&self.x, &[self.axis], true)?;
+            let plan = Plan::new(self.name(), &self.x, &[self.axis], true)?;
             let mut data = crate::tensor::buffer("prod", plan.data.packed().len())?;
             k::prod_exclusive(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
             Tensor::from_parts(data, self.x.shape())

@@ -6,10 +6,10 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
-use crate::tensor::{Axis, Layout, Shape, Size};
+use crate::tensor::{names, Axis, Layout, Shape, Size};
 
 /// A new tensor over the same storage with another layout (no node yet, names dropped).
 fn view(x: &Tensor, layout: Layout) -> Tensor {
@@ -66,21 +66,23 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` for bad axes, or `end` before `start`.
     pub fn flatten(&self, start: impl Into<Axis>, end: impl Into<Axis>) -> Result<Tensor> {
-        if self.rank() == 0 {
-            return self.reshape(&[1]);
-        }
-        let (s, e) = (self.axis("flatten", start)?, self.axis("flatten", end)?);
-        if e < s {
-            return fail(ErrorKind::InvalidArgument {
-                op: "flatten",
-                arg: "end",
-                reason: format!("end axis {e} is before start axis {s}"),
-            });
-        }
-        let mut shape: Vec<usize> = self.shape()[..s].to_vec();
-        shape.push(numel(&self.shape()[s..=e]));
-        shape.extend_from_slice(&self.shape()[e + 1..]);
-        self.reshape(&shape)
+        within("flatten", || {
+            if self.rank() == 0 {
+                return self.reshape(&[1]);
+            }
+            let (s, e) = (self.axis("flatten", start)?, self.axis("flatten", end)?);
+            if e < s {
+                return fail(ErrorKind::InvalidArgument {
+                    op: "flatten",
+                    arg: "end",
+                    reason: format!("end axis {e} is before start axis {s}"),
+                });
+            }
+            let mut shape: Vec<usize> = self.shape()[..s].to_vec();
+            shape.push(numel(&self.shape()[s..=e]));
+            shape.extend_from_slice(&self.shape()[e + 1..]);
+            self.reshape(&shape)
+        })
     }
 
     /// Reorders the axes: output axis `i` is input axis `dims[i]`. A view.
@@ -180,7 +182,11 @@ impl Tensor {
         if shape == self.shape() {
             return Ok(self.clone());
         }
-        let out = view(self, self.layout.broadcast_to(shape));
+        let mut out = view(self, self.layout.broadcast_to(shape));
+        // The stretched axes keep their names; new leading axes have none.
+        let extra = shape.len() - self.rank();
+        out.names =
+            names::picked(self.names.as_ref(), &(0..shape.len()).map(|i| i.checked_sub(extra)).collect::<Vec<_>>());
         Ok(attach(out, &[self], || ExpandBackward))
     }
 
@@ -202,10 +208,7 @@ impl Tensor {
         l.shape.remove(a);
         l.strides.remove(a);
         let mut out = view(self, l);
-        out.names = self
-            .names
-            .as_ref()
-            .map(|n| n.iter().enumerate().filter(|(i, _)| *i != a).map(|(_, v)| v.clone()).collect::<Vec<_>>().into());
+        out.names = names::without(self.names.as_ref(), &[a]);
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }
 
@@ -220,7 +223,8 @@ impl Tensor {
         let mut l = self.layout.clone();
         l.shape.insert(a, 1);
         l.strides.insert(a, 0);
-        let out = view(self, l);
+        let mut out = view(self, l);
+        out.names = names::inserted(self.names.as_ref(), a);
         Ok(attach(out, &[self], || ReshapeBackward { in_shape: self.shape().into() }))
     }
 }

@@ -28,7 +28,7 @@ pub struct MaskedSoftmaxOptions<'a> {
 
 /// Runs the forward kernel along axis `a` of `x` (no node).
 fn forward(x: &Tensor, a: usize, log: bool) -> Result<Tensor> {
-    let plan = Plan::new(x, &[a], true)?;
+    let plan = Plan::new(if log { "log_softmax" } else { "softmax" }, x, &[a], true)?;
     let mut data = crate::tensor::buffer(if log { "log_softmax" } else { "softmax" }, x.numel())?;
     k::softmax(plan.data.packed(), (plan.outer, plan.red, plan.inner), log, &mut data);
     let mut y = Tensor::from_parts(data, x.shape());
@@ -142,7 +142,7 @@ impl Tensor {
     /// Softmax along axis `a` where a line of `-inf` (blocked everywhere) gives zeros; the
     /// same record as [`Tensor::softmax`] (differentiable to any order).
     pub(crate) fn softmax_blocked(&self, a: usize) -> Result<Tensor> {
-        let plan = Plan::new(self, &[a], true)?;
+        let plan = Plan::new("masked_softmax", self, &[a], true)?;
         let mut data = crate::tensor::buffer("masked_softmax", self.numel())?;
         let dims = (plan.outer, plan.red, plan.inner);
         k::softmax(plan.data.packed(), dims, false, &mut data);
@@ -179,8 +179,8 @@ impl Backward for SoftmaxBackward {
                 y.mul(&gy.sub(&gy.mul(&y)?.sum(self.axis, true)?)?)?
             }
         } else {
-            let plan = Plan::new(&self.y, &[self.axis], true)?;
-            let g = gy.contiguous_data()?;
+            let plan = Plan::new(self.name(), &self.y, &[self.axis], true)?;
+            let g = gy.contiguous_data(self.name())?;
             let mut data = crate::tensor::buffer(self.name(), gy.numel())?;
             k::softmax_backward(
                 (plan.data.packed(), g.packed()),

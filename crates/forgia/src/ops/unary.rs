@@ -58,8 +58,8 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
             let saved = if R::USES_OUTPUT { cx.output(&saved) } else { cx.input(0, &saved) };
             gy.mul(&self.rule.df_tensor(&saved)?)?
         } else {
-            let s = saved.contiguous_data()?;
-            let g = gy.contiguous_data()?;
+            let s = saved.contiguous_data(R::NAME)?;
+            let g = gy.contiguous_data(R::NAME)?;
             let mut gx = crate::tensor::buffer(R::NAME, g.packed().len())?;
             pointwise::zip(
                 g.packed(),

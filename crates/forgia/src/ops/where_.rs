@@ -10,6 +10,7 @@ use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::names;
 use crate::tensor::Array;
 
 /// `mask ? a : b` over the broadcast shape of the three (no checks, no node).
@@ -21,9 +22,8 @@ fn select(op: &'static str, mask: &Tensor, a: &Tensor, b: &Tensor) -> Result<Ten
     let mut data = crate::tensor::buffer(op, m.len())?;
     pointwise::zip3(&m, &va, &vb, &mut data, |m, a, b| if m != 0.0 { a } else { b });
     let mut out = Tensor::from_parts(data, &shape);
-    if ab.len() == shape.len() {
-        out.names = broadcast_names(op, a, b, shape.len())?;
-    }
+    let ab_names = broadcast_names(op, a, b, ab.len())?;
+    out.names = names::broadcast(op, mask.names.as_ref(), mask.rank(), ab_names.as_ref(), ab.len(), shape.len())?;
     Ok(out)
 }
 

@@ -8,32 +8,30 @@ use super::Array;
 const EDGE: usize = 3;
 const FULL: usize = 8;
 
-fn write_axis(f: &mut fmt::Formatter<'_>, data: &[f32], shape: &[usize], depth: usize) -> fmt::Result {
-    if shape.is_empty() {
-        return write!(f, "{:.4}", data[0]);
+/// Writes the sub-array at storage offset `base` over axes `depth..`: only the elements shown
+/// are read, straight from the storage, so a view far larger than memory prints like any other.
+fn write_axis(f: &mut fmt::Formatter<'_>, x: &Array, data: &[f32], base: isize, depth: usize) -> fmt::Result {
+    let (shape, strides) = (&x.layout.shape, &x.layout.strides);
+    if depth == shape.len() {
+        return write!(f, "{:.4}", data[base as usize]);
     }
-    let n = shape[0];
-    let step = data.len() / n.max(1);
+    let n = shape[depth];
     write!(f, "[")?;
-    let show = |i: usize| n <= FULL || i < EDGE || i >= n - EDGE;
-    let mut elided = false;
-    for i in 0..n {
-        if !show(i) {
-            if !elided {
+    // The shown positions only: all of a short axis, the first and last EDGE of a long one.
+    let positions: Vec<usize> = if n <= FULL { (0..n).collect() } else { (0..EDGE).chain(n - EDGE..n).collect() };
+    for (j, &i) in positions.iter().enumerate() {
+        if j > 0 {
+            if n > FULL && j == EDGE {
                 write!(f, ", ...")?;
-                elided = true;
             }
-            continue;
-        }
-        if i > 0 {
             write!(f, ",")?;
-            if shape.len() > 1 {
-                write!(f, "\n{:width$}", "", width = depth + 1)?;
+            if depth + 1 < shape.len() {
+                write!(f, "\n{:width$}", "", width = depth + 8)?;
             } else {
                 write!(f, " ")?;
             }
         }
-        write_axis(f, &data[i * step..(i + 1) * step], &shape[1..], depth + 1)?;
+        write_axis(f, x, data, base + i as isize * strides[depth], depth + 1)?;
     }
     write!(f, "]")
 }
@@ -42,12 +40,12 @@ impl Array {
     /// Writes `tensor([...], shape=.., names=.., grad_fn=..)`, the last part when `grad_fn` is
     /// given (a tensor's record name).
     pub(crate) fn write_to(&self, f: &mut fmt::Formatter<'_>, grad_fn: Option<&str>) -> fmt::Result {
-        let data = self.to_vec();
         write!(f, "tensor(")?;
-        if data.is_empty() {
+        if self.numel() == 0 {
             write!(f, "[]")?;
         } else {
-            write_axis(f, &data, self.shape(), 7)?;
+            let storage = self.storage();
+            write_axis(f, self, storage.as_slice(), self.layout.offset as isize, 0)?;
         }
         write!(f, ", shape={:?}", self.shape())?;
         if let Some(names) = &self.names {
@@ -82,5 +80,14 @@ mod tests {
         assert_eq!(format!("{t}"), "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]], shape=[2, 2])");
         let long = Tensor::arange(0.0, 20.0, 1.0).unwrap();
         assert!(format!("{long}").contains("..."));
+        assert_eq!(format!("{long}"), "tensor([0.0000, 1.0000, 2.0000, ..., 17.0000, 18.0000, 19.0000], shape=[20])");
+    }
+
+    #[test]
+    fn a_view_far_larger_than_memory_prints_its_corners() {
+        let huge = Tensor::scalar(1.5).broadcast_to(&[1 << 40, 2]).unwrap();
+        let text = format!("{huge}");
+        assert!(text.starts_with("tensor([[1.5000, 1.5000],"), "{text}");
+        assert!(text.contains("..."), "{text}");
     }
 }

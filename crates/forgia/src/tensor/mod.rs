@@ -8,6 +8,7 @@ mod create;
 mod display;
 mod gather;
 pub(crate) mod layout;
+pub(crate) mod names;
 mod random;
 mod reduce_plan;
 mod saved;
@@ -232,11 +233,11 @@ impl Array {
     }
 
     /// The contiguous values of this tensor as a fresh constant (shared when possible).
-    pub(crate) fn contiguous_data(&self) -> Result<Array> {
+    pub(crate) fn contiguous_data(&self, op: &'static str) -> Result<Array> {
         if self.is_contiguous() {
             return Ok(self.snapshot());
         }
-        let data = gather("contiguous", self.storage().as_slice(), &self.layout)?;
+        let data = gather(op, self.storage().as_slice(), &self.layout)?;
         Ok(Array::from_parts(data, self.shape()))
     }
 

@@ -3,7 +3,7 @@
 //! reduction ops and the engine's sum of broadcast gradients both plan through it.
 
 use super::layout::numel;
-use super::{Array, Shape};
+use super::{names, Array, Names, Shape};
 use crate::error::Result;
 
 /// A reduction laid out for the kernels: the input packed as `[outer, red, inner]`.
@@ -17,14 +17,23 @@ pub(crate) struct ReducePlan {
     pub(crate) kept: Shape,
     /// The output shape as requested (`kept`, or with reduced axes removed).
     pub(crate) out: Shape,
+    /// The output's axis names: the input's, less the reduced axes unless they are kept.
+    pub(crate) names: Option<Names>,
 }
 
 impl ReducePlan {
-    /// Plans reducing `axes` (sorted, distinct) of `x`.
+    /// The reduction's result: `data` in the output shape, with the output's names.
+    pub(crate) fn output(&self, data: Vec<f32>) -> Array {
+        let mut out = Array::from_parts(data, &self.out);
+        out.names = self.names.clone();
+        out
+    }
+
+    /// Plans reducing `axes` (sorted, distinct) of `x` for `op` (named by its errors).
     ///
     /// # Errors
     /// `WorkLimitExceeded` / `OutOfMemory` when packing a broadcast input is too large.
-    pub(crate) fn new(x: &Array, axes: &[usize], keepdim: bool) -> Result<ReducePlan> {
+    pub(crate) fn new(op: &'static str, x: &Array, axes: &[usize], keepdim: bool) -> Result<ReducePlan> {
         let shape = x.shape();
         let kept: Shape = shape.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
         let out: Shape = if keepdim {
@@ -34,19 +43,20 @@ impl ReducePlan {
         };
         let block = axes.windows(2).all(|w| w[1] == w[0] + 1);
         let (data, outer, red, inner) = if axes.is_empty() {
-            (x.contiguous_data()?, numel(shape), 1, 1)
+            (x.contiguous_data(op)?, numel(shape), 1, 1)
         } else if block {
             let (a, b) = (axes[0], axes[axes.len() - 1] + 1);
-            (x.contiguous_data()?, numel(&shape[..a]), numel(&shape[a..b]), numel(&shape[b..]))
+            (x.contiguous_data(op)?, numel(&shape[..a]), numel(&shape[a..b]), numel(&shape[b..]))
         } else {
             // Kept axes first, reduced axes last, then pack.
             let perm: Vec<usize> = (0..shape.len()).filter(|i| !axes.contains(i)).chain(axes.iter().copied()).collect();
             let red: usize = axes.iter().map(|&a| shape[a]).product();
             // The kept sizes' product, not numel / red: that is 0 when a reduced axis is empty.
             let outer: usize = perm[..perm.len() - axes.len()].iter().map(|&a| shape[a]).product();
-            let t = x.with_layout(x.layout.permuted(&perm)).contiguous_data()?;
+            let t = x.with_layout(x.layout.permuted(&perm)).contiguous_data(op)?;
             (t, outer, red, 1)
         };
-        Ok(ReducePlan { data, outer, red, inner, kept, out })
+        let names = if keepdim { x.names.clone() } else { names::without(x.names.as_ref(), axes) };
+        Ok(ReducePlan { data, outer, red, inner, kept, out, names })
     }
 }
