@@ -208,7 +208,7 @@ fn a_collective_no_other_rank_joins_times_out_instead_of_hanging() {
 #[test]
 fn a_second_synchronizing_pass_without_finish_is_an_error() {
     let mut model = Mlp::new(0);
-    let ddp = DistributedDataParallel::new(Arc::new(Comm::local()), &mut model, DdpOptions::default()).unwrap();
+    let _ddp = DistributedDataParallel::new(Arc::new(Comm::local()), &mut model, DdpOptions::default()).unwrap();
     let x = Tensor::ones(&[1, common::FEATURES]).unwrap();
     model.forward(&x).sum_all().backward().unwrap();
     let e = model.forward(&x).sum_all().backward().unwrap_err();

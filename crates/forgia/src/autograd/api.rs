@@ -120,14 +120,14 @@ impl Tensor {
     /// shape differs from the variable's.
     pub fn assign_grad(&self, grad: Option<&Tensor>) -> Result<()> {
         let Some(node) = self.node.as_ref().filter(|n| n.is_leaf()) else {
-            return crate::error::fail(crate::ErrorKind::InvalidArgument {
+            return crate::error::fail(crate::error::ErrorKind::InvalidArgument {
                 op: "assign_grad",
                 arg: "self",
                 reason: format!("only a variable holds a gradient; this tensor of shape {:?} is not one", self.shape()),
             });
         };
         if let Some(g) = grad.filter(|g| g.shape() != self.shape()) {
-            return crate::error::fail(crate::ErrorKind::ShapeMismatch {
+            return crate::error::fail(crate::error::ErrorKind::ShapeMismatch {
                 op: "assign_grad",
                 lhs: self.shape().to_vec(),
                 rhs: g.shape().to_vec(),
