@@ -6,10 +6,14 @@ use std::time::Instant;
 use clap::Args;
 use forgia::Tensor;
 
+#[cfg(feature = "distributed")]
+mod w10;
+
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W8, W11); all when none is given.
+    /// Workloads to run (W1 … W8, W11; W10 by name only, under mpirun, feature
+    /// `distributed`); all but W10 when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
     #[arg(long)]
@@ -28,6 +32,9 @@ pub(crate) enum BenchError {
     /// A library error inside a workload.
     #[error(transparent)]
     Forgia(#[from] forgia::Error),
+    /// W10's distributed part failed, or this build has no `distributed` feature.
+    #[error("W10: {0}")]
+    Distributed(String),
 }
 
 const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W11"];
@@ -51,6 +58,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W7CKPT" => w7_residual(args.reps, true)?,
             "W8" => w8_deep(args.reps)?,
             "W11" => w11_add_chain(args.reps)?,
+            #[cfg(feature = "distributed")]
+            "W10" => match w10::w10(args.reps)? {
+                Some(line) => line,
+                None => continue, // ranks other than 0 print nothing
+            },
+            #[cfg(not(feature = "distributed"))]
+            "W10" => return Err(BenchError::Distributed("built without the `distributed` feature".into())),
             _ => return Err(BenchError::Unknown(name.clone())),
         };
         println!("{line}");

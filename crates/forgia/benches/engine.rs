@@ -43,5 +43,31 @@ fn threshold_sweep(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, threshold_sweep);
+/// Post-accumulate-grad hooks: a 64-leaf sum backpropagated with and without a (trivial)
+/// hook on every leaf, the cost of counting hooked leaves per pass.
+fn leaf_hooks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("leaf_hooks");
+    for hooked in [false, true] {
+        let leaves: Vec<Tensor> = (0..64).map(|_| Tensor::variable(vec![1.0; 16], &[16]).unwrap()).collect();
+        let handles: Vec<_> = if hooked {
+            leaves.iter().map(|l| l.register_post_accumulate_grad_hook(|_| Ok(())).unwrap()).collect()
+        } else {
+            Vec::new()
+        };
+        group.bench_function(BenchmarkId::from_parameter(if hooked { "hooked" } else { "plain" }), |b| {
+            b.iter(|| {
+                let mut total = leaves[0].tanh();
+                for l in &leaves[1..] {
+                    total = total.add(&l.tanh()).unwrap();
+                }
+                total.sum_all().backward().unwrap();
+                leaves.iter().for_each(Tensor::zero_grad);
+            })
+        });
+        handles.into_iter().for_each(forgia::HookHandle::remove);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, threshold_sweep, leaf_hooks);
 criterion_main!(benches);

@@ -108,6 +108,7 @@ pub mod runtime;
 pub mod tensor;
 
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
+pub use autograd::HookHandle;
 pub use autograd::{checkpoint, checkpoint_with, custom_op, CustomOp};
 pub use autograd::{enable_grad, is_grad_enabled, no_grad, BackwardOptions, GradModeGuard, NoGradGuard, Tensor};
 pub use error::{Error, ErrorKind, Result};

@@ -3,6 +3,7 @@
 //! character-level transformer on the word list) and [`spirals`] (an MLP on two spirals).
 
 pub(crate) mod charlm;
+mod cluster;
 mod job;
 pub(crate) mod mnist;
 mod report;
@@ -18,6 +19,7 @@ use forgia::optim::{clip_grad_norm, Optimizer};
 use forgia::Tensor;
 
 use crate::data::DataError;
+use cluster::Cluster;
 pub(crate) use job::{Job, Metric, StepOut};
 use report::{EpochRow, Log, Progress};
 
@@ -105,6 +107,13 @@ pub(crate) struct TrainArgs {
     /// MNIST: random shifts of up to ±2 pixels of each training image.
     #[arg(long)]
     pub(crate) augment: bool,
+    /// Data-parallel training over MPI: start with `mpirun -np N forgia train --distributed`.
+    /// Every rank trains on its share of each global batch of --batch-size samples and the
+    /// gradients are averaged; rank 0 alone prints and writes the log, plot and --save file;
+    /// every rank reads --resume.
+    #[cfg(feature = "distributed")]
+    #[arg(long)]
+    pub(crate) distributed: bool,
 }
 
 /// Parses a whole number of at least 1 (a clap value parser).
@@ -155,6 +164,10 @@ pub(crate) enum TrainError {
     /// A flag combination that cannot work.
     #[error("{0}")]
     Invalid(String),
+    /// Distributed training failed (MPI, a collective's timeout, ranks that disagree).
+    #[cfg(feature = "distributed")]
+    #[error(transparent)]
+    Distributed(#[from] forgia_distributed::DistError),
     /// The loss became NaN or infinite.
     #[error("the loss diverged ({loss}) at step {step}; try a smaller --lr")]
     Diverged {
@@ -178,8 +191,15 @@ pub(crate) struct Settings {
     pub(crate) data_dir: Option<PathBuf>,
 }
 
-/// Runs `forgia train`.
+/// Runs `forgia train`; in a distributed run, an error on any rank ends the job on all.
 pub(crate) fn run(args: &TrainArgs) -> Result<(), TrainError> {
+    let mut cluster = Cluster::new(args)?;
+    run_in(args, &mut cluster).map_err(|e| cluster.fail(e))
+}
+
+/// `forgia train` as one rank of `cluster`.
+fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
+    let quiet = args.quiet || !cluster.is_root();
     if let Some(t) = args.threads {
         forgia::set_num_threads(t as usize)?;
     }
@@ -187,9 +207,11 @@ pub(crate) fn run(args: &TrainArgs) -> Result<(), TrainError> {
         return Err(TrainError::Invalid("--augment applies to the mnist task only".into()));
     }
     let out = args.out.clone().unwrap_or_else(|| Path::new("out").join(args.task.name()));
-    report::prepare_dir(&out)?;
-    if let Some(save) = &args.save {
-        report::check_writable_file(save)?;
+    if cluster.is_root() {
+        report::prepare_dir(&out)?;
+        if let Some(save) = &args.save {
+            report::check_writable_file(save)?;
+        }
     }
     let (epochs, batch_size, lr) = match args.task {
         Task::Mnist => mnist::DEFAULTS,
@@ -216,16 +238,25 @@ pub(crate) fn run(args: &TrainArgs) -> Result<(), TrainError> {
     if let Some(path) = &args.resume {
         let entries = job.saved_entries()?;
         start_epoch = saved::resume(job.model_mut(), optimizer.as_mut(), args.task, entries, path)?;
-        if !args.quiet {
+        if !quiet {
             println!("resumed from {} after epoch {start_epoch}", path.display());
         }
     }
-    if !args.quiet {
+    cluster.attach(job.model_mut())?;
+    if !quiet {
         println!("{}", job.describe(&settings));
+        if let Some((_, ranks)) = cluster.ranks() {
+            println!(
+                "data-parallel over {ranks} ranks: each takes its share of every batch of {}",
+                settings.batch_size
+            );
+        }
     }
-    let rows = train_epochs(job.as_mut(), optimizer.as_mut(), &settings, start_epoch, args, &out)?;
-    report::print_summary(job.metric(), &rows, args.quiet);
-    if !args.quiet {
+    let rows = train_epochs(job.as_mut(), optimizer.as_mut(), &settings, start_epoch, (args, quiet, cluster), &out)?;
+    if cluster.is_root() {
+        report::print_summary(job.metric(), &rows, quiet);
+    }
+    if !quiet {
         job.finish()?;
     }
     Ok(())
@@ -237,34 +268,38 @@ fn train_epochs(
     optimizer: &mut dyn Optimizer,
     settings: &Settings,
     start_epoch: u64,
-    args: &TrainArgs,
+    (args, quiet, cluster): (&TrainArgs, bool, &Cluster),
     out: &Path,
 ) -> Result<Vec<EpochRow>, TrainError> {
+    let root = cluster.is_root();
     let mut log = Log::new(out, plot_title(args.task, job.headline(), settings), job.metric());
     let mut rows = Vec::new();
     let started = Instant::now();
     for epoch in start_epoch..settings.epochs {
         let epoch_start = Instant::now();
         job.model_mut().set_training(true);
-        let train_loss = train_one_epoch(job, optimizer, (epoch, settings.epochs), args.quiet, &mut log)?;
+        let train_loss = train_one_epoch(job, optimizer, (epoch, settings.epochs), (quiet, cluster), &mut log)?;
         job.model_mut().set_training(false);
         let metric = {
             let _guard = forgia::no_grad();
             job.evaluate()?
         };
         let row = EpochRow { epoch: epoch + 1, train_loss, metric, seconds: epoch_start.elapsed().as_secs_f64() };
-        if !args.quiet {
+        if !quiet {
             println!("{}", row.line(job.metric()));
         }
         log.epoch(optimizer.steps_taken(), &row);
         rows.push(row);
-        log.write()?;
-        if let Some(path) = &args.save {
+        if root {
+            log.write()?;
+        }
+        if let Some(path) = args.save.as_ref().filter(|_| root) {
             let entries = job.saved_entries()?;
             saved::save(job.model_mut(), optimizer, args.task, entries, epoch + 1, path)?;
         }
     }
-    if args.quiet {
+    if !root {
+    } else if quiet {
         log.write()?;
     } else if rows.is_empty() {
         println!("nothing to train: already at epoch {start_epoch} of {}", settings.epochs);
@@ -303,7 +338,7 @@ fn train_one_epoch(
     job: &mut dyn Job,
     optimizer: &mut dyn Optimizer,
     (epoch, epochs): (u64, u64),
-    quiet: bool,
+    (quiet, cluster): (bool, &Cluster),
     log: &mut Log,
 ) -> Result<f64, TrainError> {
     let plan = job.plan(epoch);
@@ -312,18 +347,31 @@ fn train_one_epoch(
     for batch in &plan {
         let step = optimizer.steps_taken();
         optimizer.zero_grad(job.model());
-        let out = job.train_step(batch, step)?;
-        let loss = scalar_loss(&out.loss, step)?;
-        out.loss.backward()?;
+        // This rank's share of the batch (all of it outside a distributed run): its loss sum,
+        // sample count and correct count, summed over the ranks after backward.
+        let shard = cluster.shard(batch);
+        let mut stats = [0.0, shard.len() as f64, 0.0];
+        if !shard.is_empty() {
+            let out = job.train_step(shard, step)?;
+            let loss = scalar_loss(&out.loss, step)?;
+            match cluster.loss_weight(shard.len(), batch.len()) {
+                1.0 => out.loss.backward()?,
+                w => out.loss.scale(w).backward()?,
+            }
+            stats = [loss as f64 * shard.len() as f64, shard.len() as f64, out.correct.unwrap_or(0) as f64];
+        }
+        cluster.sync_gradients()?;
+        cluster.sum(&mut stats)?;
         if let Some(max_norm) = job.clip_norm() {
             clip_grad_norm(job.model(), max_norm)?;
         }
         optimizer.step(job.model_mut())?;
-        loss_sum += loss as f64 * batch.len() as f64;
-        samples += batch.len();
-        correct += out.correct.unwrap_or(0);
+        let loss = (stats[0] / stats[1]) as f32;
+        loss_sum += stats[0];
+        samples += stats[1] as usize;
+        correct += stats[2] as usize;
         log.step(step + 1, epoch + 1, loss);
-        let accuracy = out.correct.map(|_| 100.0 * correct as f64 / samples as f64);
+        let accuracy = (job.metric() == Metric::TestAccuracy).then(|| 100.0 * correct as f64 / samples as f64);
         progress.update(loss_sum / samples as f64, accuracy, samples);
     }
     progress.finish();

@@ -103,6 +103,40 @@ impl Tensor {
         self.node.as_ref().map(|n| n.name())
     }
 
+    /// Replaces this variable's accumulated gradient with `grad` (`None` clears it), like
+    /// assigning `param.grad` in PyTorch: for code that computes gradients elsewhere, such as
+    /// data-parallel training writing back the average over ranks. `grad` is stored as a
+    /// constant; a buffer someone else holds is never written later (copy on write).
+    ///
+    /// ```
+    /// let w = forgia::Tensor::variable(vec![1.0, 2.0], &[2])?;
+    /// w.assign_grad(Some(&forgia::Tensor::from_vec(vec![0.5, -0.5], &[2])?))?;
+    /// assert_eq!(w.grad().unwrap().to_vec(), vec![0.5, -0.5]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` when this tensor is not a variable; `ShapeMismatch` when `grad`'s
+    /// shape differs from the variable's.
+    pub fn assign_grad(&self, grad: Option<&Tensor>) -> Result<()> {
+        let Some(node) = self.node.as_ref().filter(|n| n.is_leaf()) else {
+            return crate::error::fail(crate::error::ErrorKind::InvalidArgument {
+                op: "assign_grad",
+                arg: "self",
+                reason: format!("only a variable holds a gradient; this tensor of shape {:?} is not one", self.shape()),
+            });
+        };
+        if let Some(g) = grad.filter(|g| g.shape() != self.shape()) {
+            return crate::error::fail(crate::error::ErrorKind::ShapeMismatch {
+                op: "assign_grad",
+                lhs: self.shape().to_vec(),
+                rhs: g.shape().to_vec(),
+            });
+        }
+        node.grad.lock().acc = grad.map(|g| Box::new(g.detach()));
+        Ok(())
+    }
+
     /// Replaces a variable's accumulated gradient (used by gradient clipping). The old
     /// buffer is never written, so a gradient someone holds keeps its values. No-op on
     /// constants and op results.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use super::hooks::PassLeaves;
 use super::mode::set_grad_enabled;
 use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
 use super::reduce_to::{expandable, sum_to};
@@ -47,6 +48,8 @@ struct Pass {
     retain: bool,
     error: Mutex<Option<Error>>,
     failed: AtomicBool,
+    /// The hooked leaves this pass reaches, with their own counts (empty without hooks).
+    leaves: PassLeaves,
 }
 
 /// How a pass drains its ready nodes.
@@ -117,11 +120,18 @@ pub(super) fn run_with(
         retain: options.retain_graph || options.create_graph,
         error: Mutex::new(None),
         failed: AtomicBool::new(false),
+        leaves: PassLeaves::collect(roots.iter().map(|(n, _)| n), &visited),
     };
     let mut ready: Vec<Arc<Node>> = Vec::new();
     for (node, seed) in &roots {
         if let Some(s) = seed {
             if let Err(e) = accumulate(node, s.clone(), options.create_graph) {
+                rollback(&visited, pass_id);
+                return Err(e);
+            }
+        }
+        if node.leaf && !pass.leaves.is_empty() {
+            if let Err(e) = pass.leaves.arrive(node, seed.is_some()) {
                 rollback(&visited, pass_id);
                 return Err(e);
             }
@@ -306,8 +316,13 @@ fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
     let mut ready = SmallVec::new();
     for (i, parent) in parents.iter().enumerate() {
         let Some(parent) = parent else { continue };
-        if let Some(g) = grads.as_mut().and_then(|gs| gs[i].take()) {
+        let delivered = grads.as_mut().and_then(|gs| gs[i].take());
+        let got = delivered.is_some();
+        if let Some(g) = delivered {
             accumulate(parent, g, options.create_graph)?;
+        }
+        if parent.leaf && !pass.leaves.is_empty() {
+            pass.leaves.arrive(parent, got)?;
         }
         // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
         // every contribution the other threads delivered before their decrements.

@@ -151,6 +151,8 @@ pub(super) struct GradSlot {
     pub(super) acc: Option<Box<Tensor>>,
     /// An interior node's gradient kept by `retain_grad`.
     pub(super) retained: Option<Box<Tensor>>,
+    /// A variable's post-accumulate-grad hooks with their ids (see `hooks.rs`).
+    pub(super) hooks: Vec<(u64, super::hooks::GradHook)>,
 }
 
 /// One node of the implicit graph. Owned by `Arc`: the values that point at it keep it alive.
@@ -210,6 +212,7 @@ impl Drop for Node {
     /// parents to an explicit stack instead of recursing, so a 1,000,000-op chain drops
     /// without overflowing the stack.
     fn drop(&mut self) {
+        super::hooks::forget(self.grad.get_mut().hooks.len());
         let Some(edge) = self.edge.get_mut().take() else { return };
         let mut stack: Vec<Arc<Node>> = edge.parents.into_iter().flatten().filter_map(Parent::into_interior).collect();
         drop(edge.record);

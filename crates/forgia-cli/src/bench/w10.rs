@@ -1,0 +1,125 @@
+//! `forgia bench W10` (feature `distributed`): W6's transformer step as data-parallel
+//! training. Run it as `mpirun -np 2 forgia bench W10 --threads 1`: every rank takes its share
+//! of W6's global batch of 32 sequences for `--reps` steps (DDP, default buckets), then rank 0
+//! alone runs the same global batch single-process on its one thread; rank 0 prints the
+//! throughput ratio (single-process step time over data-parallel step time; the goal for 2
+//! ranks is 1.85). `bench/torch_ddp_w10.py` measures the same with PyTorch DDP on gloo.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use forgia::nn::Module;
+use forgia::optim::{AdamConfig, AdamW, Optimizer};
+use forgia::{Indices, Rng, Tensor};
+use forgia_distributed::{DdpOptions, DistributedDataParallel, DistributedSampler};
+
+use crate::train::charlm::{CharTransformer, Config};
+
+use super::{line, BenchError};
+
+/// W6's sizes: vocabulary, context, global batch.
+const VOCAB: usize = 65;
+const CONTEXT: usize = 64;
+const GLOBAL_BATCH: usize = 32;
+
+/// The data-parallel W6 step against the single-process one; the line on rank 0, `None` on
+/// the others.
+pub(super) fn w10(reps: usize) -> Result<Option<String>, BenchError> {
+    // Rank 0's single-process half runs between two collectives: allow for it.
+    let comm = Arc::new(forgia_distributed::init(Duration::from_secs(600)).map_err(dist)?);
+    let (rank, ranks) = (comm.rank(), comm.size());
+    let config = Config { vocab: VOCAB, context: CONTEXT, d_model: 128, heads: 4, layers: 4 };
+    let mut rng = Rng::new(6);
+    let ids: Vec<i64> = (0..GLOBAL_BATCH * CONTEXT).map(|_| rng.below(VOCAB) as i64).collect();
+    let targets: Vec<usize> = (0..GLOBAL_BATCH * CONTEXT).map(|_| rng.below(VOCAB)).collect();
+    let rows: Vec<usize> = (0..GLOBAL_BATCH).collect();
+    let shard = DistributedSampler::new(rank, ranks).shard(&rows).to_vec();
+
+    let mut model = CharTransformer::new(config, 6, false)?;
+    let ddp = DistributedDataParallel::new(comm.clone(), &mut model, DdpOptions::default()).map_err(dist)?;
+    let mut opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
+    let (shard_ids, shard_targets) = batch(&ids, &targets, &shard)?;
+    let weight = DistributedSampler::new(rank, ranks).loss_weight(shard.len(), GLOBAL_BATCH);
+    // A fixed number of steps (every rank must make the same collectives), one warm-up.
+    let mut times = Vec::with_capacity(reps);
+    for i in 0..=reps.max(1) {
+        let start = Instant::now();
+        step(&mut model, &mut opt, (&shard_ids, &shard_targets, shard.len()), weight, Some(&ddp))?;
+        if i > 0 {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    drop(ddp);
+    let parallel_ms = median(times);
+
+    let mut single_ms = [0.0f64];
+    if rank == 0 {
+        let mut model = CharTransformer::new(config, 6, false)?;
+        let mut opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
+        let (all_ids, all_targets) = batch(&ids, &targets, &rows)?;
+        let mut times = Vec::with_capacity(reps);
+        for i in 0..=reps.max(1) {
+            let start = Instant::now();
+            step(&mut model, &mut opt, (&all_ids, &all_targets, GLOBAL_BATCH), 1.0, None)?;
+            if i > 0 {
+                times.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        single_ms[0] = median(times);
+    }
+    // The other ranks wait here for rank 0's single-process half.
+    comm.all_reduce_sum_f64(&mut single_ms).map_err(dist)?;
+    if rank != 0 {
+        return Ok(None);
+    }
+    let ratio = single_ms[0] / parallel_ms;
+    Ok(Some(line(
+        "W10",
+        parallel_ms,
+        &[
+            ("ranks", ranks.to_string()),
+            ("threads_per_rank", forgia::num_threads().to_string()),
+            ("global_batch", GLOBAL_BATCH.to_string()),
+            ("single_ms", format!("{:.1}", single_ms[0])),
+            ("throughput_ratio", format!("{ratio:.2}")),
+        ],
+    )))
+}
+
+fn dist(e: forgia_distributed::DistError) -> BenchError {
+    BenchError::Distributed(e.to_string())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The rows `which` of the batch: ids `[n, CONTEXT]` and targets `[n·CONTEXT]`.
+fn batch(ids: &[i64], targets: &[usize], which: &[usize]) -> forgia::Result<(Indices, Indices)> {
+    let pick_ids: Vec<i64> = which.iter().flat_map(|&r| ids[r * CONTEXT..(r + 1) * CONTEXT].to_vec()).collect();
+    let pick_targets: Vec<usize> =
+        which.iter().flat_map(|&r| targets[r * CONTEXT..(r + 1) * CONTEXT].to_vec()).collect();
+    Ok((Indices::new(pick_ids, &[which.len(), CONTEXT])?, Indices::from(pick_targets)))
+}
+
+/// One AdamW step of W6 on `rows` sequences, its loss scaled by `weight`, synchronized by
+/// `ddp` when given.
+fn step(
+    model: &mut CharTransformer,
+    opt: &mut AdamW,
+    (ids, targets, rows): (&Indices, &Indices, usize),
+    weight: f32,
+    ddp: Option<&DistributedDataParallel>,
+) -> Result<(), BenchError> {
+    let logits = model.forward(ids)?.reshape(&[rows * CONTEXT, VOCAB])?;
+    let loss = forgia::loss::cross_entropy(&logits, targets, Default::default())?;
+    let loss: Tensor = if weight == 1.0 { loss } else { loss.scale(weight) };
+    loss.backward()?;
+    if let Some(ddp) = ddp {
+        ddp.finish().map_err(dist)?;
+    }
+    opt.step(model)?;
+    model.zero_grad();
+    Ok(())
+}
