@@ -100,6 +100,7 @@ mod error;
 pub mod func;
 pub mod io;
 pub(crate) mod kernels;
+pub mod models;
 pub mod nn;
 pub(crate) mod ops;
 pub mod optim;

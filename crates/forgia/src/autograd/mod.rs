@@ -6,6 +6,7 @@ mod api;
 mod checkpoint;
 mod custom;
 mod engine;
+mod grad_assign;
 pub mod gradcheck;
 mod mode;
 mod node;
