@@ -17,6 +17,11 @@ Architectures:
          with token types; loss = cross-entropy over 3 labels.
   gpt2   GPT2LMHeadModel (n_embd 32, 2 layers, 4 heads, vocab 100); loss = causal LM loss.
   llama  LlamaForCausalLM (hidden 32, 2 layers, 4 heads, 2 KV heads, vocab 100, untied head).
+  resnet ResNetForImageClassification (basic blocks, embedding 8, stages [8, 16], depths
+         [1, 1], 5 labels) on 4 images 3x16x16; BatchNorm weights, biases and running
+         statistics are randomized before saving. `eval_logits` are the logits in eval mode
+         (running statistics); the loss, gradients and curve are in training mode (batch
+         statistics), as fine-tuning runs.
   lora   the bert model with rank-4 adapters (alpha 8) on every query and value layer, base
          frozen; adapters written as PEFT's adapter_model.safetensors names
          (base_model.model.<layer>.lora_A.weight), B drawn nonzero so gradients flow; the 5
@@ -34,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
-                          LlamaConfig, LlamaForCausalLM)
+                          LlamaConfig, LlamaForCausalLM, ResNetConfig, ResNetForImageClassification)
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 SEED = 16
@@ -191,12 +196,46 @@ def llama(out, gen):
     return res
 
 
+def resnet(out, gen):
+    torch.manual_seed(SEED)
+    cfg = ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic",
+                       hidden_act="relu", downsample_in_first_stage=False, num_labels=5)
+    model = ResNetForImageClassification(cfg)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=gen))
+                m.bias.copy_(0.1 * torch.randn(m.bias.shape, generator=gen))
+                m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=gen))
+                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=gen))
+    save_model(model, out, "resnet")
+    model = model.double()
+    pixels = torch.randn(4, 3, 16, 16, generator=gen).float()
+    labels = torch.tensor([0, 3, 4, 1])
+    model.eval()
+    with torch.no_grad():
+        eval_logits = model(pixel_values=pixels.double()).logits
+    model.train()
+
+    def loss_fn():
+        logits = model(pixel_values=pixels.double()).logits
+        return logits, F.cross_entropy(logits, labels)
+
+    named = ["classifier.1.weight", "resnet.embedder.embedder.convolution.weight",
+             "resnet.encoder.stages.1.layers.0.shortcut.normalization.weight",
+             "resnet.encoder.stages.0.layers.0.layer.1.normalization.bias"]
+    res = run(model, loss_fn, named)
+    res.update(pixels=flat(pixels), pixels_shape=list(pixels.shape), labels=labels.tolist(),
+               eval_logits=flat(eval_logits))
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "crates", "forgia", "tests", "golden", "models"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    for name, fn in [("bert", bert), ("lora", lora), ("gpt2", gpt2), ("llama", llama)]:
+    for name, fn in [("bert", bert), ("lora", lora), ("gpt2", gpt2), ("llama", llama), ("resnet", resnet)]:
         gen = torch.Generator().manual_seed(SEED)
         res = fn(args.out, gen)
         with open(os.path.join(args.out, f"{name}.json"), "w") as f:

@@ -1,6 +1,8 @@
 //! `forgia bench`: the workload suite of BENCHMARKS.md, one line per workload:
 //! `name=<W> impl=forgia median_ms=<x> extra=<k=v,...>`.
 
+mod w9;
+
 use std::time::Instant;
 
 use clap::Args;
@@ -9,7 +11,7 @@ use forgia::Tensor;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W8, W11); all when none is given.
+    /// Workloads to run (W1 … W9, W11); all when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
     #[arg(long)]
@@ -17,6 +19,16 @@ pub(crate) struct BenchArgs {
     /// Minimum measured repetitions.
     #[arg(long, default_value_t = 10)]
     reps: usize,
+    /// W9's batch and sequence length as `B,S` (default 32,64; smaller to check it runs).
+    #[arg(long, value_name = "B,S", value_parser = parse_pair)]
+    w9_sizes: Option<(usize, usize)>,
+}
+
+fn parse_pair(s: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s.split_once(',').ok_or("expected B,S")?;
+    let n =
+        |x: &str| x.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or(format!("{x:?} is not a positive integer"));
+    Ok((n(a)?, n(b)?))
 }
 
 /// An error of the bench command.
@@ -30,7 +42,7 @@ pub(crate) enum BenchError {
     Forgia(#[from] forgia::Error),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W11"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -50,6 +62,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W7" => w7_residual(args.reps, false)?,
             "W7CKPT" => w7_residual(args.reps, true)?,
             "W8" => w8_deep(args.reps)?,
+            "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
             _ => return Err(BenchError::Unknown(name.clone())),
         };

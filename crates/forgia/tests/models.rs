@@ -150,3 +150,69 @@ fn llama_matches_transformers_with_rope_gqa_and_swiglu() {
         (logits, l)
     });
 }
+
+#[test]
+fn resnet_matches_transformers_in_eval_and_training_mode() {
+    use forgia::models::resnet::{ResNetConfig, ResNetForImageClassification};
+    let g = golden("resnet");
+    let d = dir("resnet");
+    let config = ResNetConfig::from_hf(&HfConfig::from_file(d.join("config.json")).unwrap()).unwrap();
+    let mut model = ResNetForImageClassification::new(config, 5, &mut Rng::new(0)).unwrap();
+    let report = io::load_hf(&mut model, d.join("model.safetensors"), &HfNames::new()).unwrap();
+    assert_eq!(report.skipped.len(), 6, "one num_batches_tracked per BatchNorm: {:?}", report.skipped);
+    assert!(report.skipped.iter().all(|n| n.ends_with("num_batches_tracked")));
+    let shape: Vec<usize> = floats(&g["pixels_shape"]).iter().map(|&v| v as usize).collect();
+    let pixels = Tensor::from_vec(floats(&g["pixels"]).iter().map(|&v| v as f32).collect(), &shape).unwrap();
+    let labels =
+        Indices::new(g["labels"].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect(), &[4]).unwrap();
+    model.set_training(false);
+    let eval = model.forward(&pixels).unwrap();
+    assert_close("resnet eval logits", &eval.to_vec(), &floats(&g["eval_logits"]), 1e-5);
+    model.set_training(true);
+    check("resnet", &mut model, 1e-3, |m| {
+        let logits = m.forward(&pixels).unwrap();
+        let l = loss::cross_entropy(&logits, &labels, Default::default()).unwrap();
+        (logits, l)
+    });
+}
+
+/// Writing a loaded model back gives `transformers`' file: the same names, shapes and values
+/// (integer buffers such as `num_batches_tracked` aside, which PyTorch restores by default).
+fn assert_round_trip(arch: &str, model: &dyn Module) {
+    let out = std::env::temp_dir().join(format!("forgia-models-rt-{arch}-{}.safetensors", std::process::id()));
+    io::save_hf(&out, model, &HfNames::new()).unwrap();
+    let floats_of = |p: &std::path::Path| -> Vec<(String, Vec<usize>, Vec<f32>)> {
+        io::load_entries(p)
+            .unwrap()
+            .into_iter()
+            .filter_map(|(n, e)| match e {
+                io::Entry::Float(t) => Some((n, t.shape().to_vec(), t.to_vec())),
+                io::Entry::Int(_) => None,
+            })
+            .collect()
+    };
+    assert_eq!(floats_of(&out), floats_of(&dir(arch).join("model.safetensors")), "{arch}");
+    std::fs::remove_file(&out).unwrap();
+}
+
+#[test]
+fn every_architecture_writes_back_the_file_it_loaded() {
+    use forgia::models::gpt2::{Gpt2Config, Gpt2LMHeadModel};
+    use forgia::models::llama::{LlamaConfig, LlamaForCausalLM};
+    use forgia::models::resnet::{ResNetConfig, ResNetForImageClassification};
+    let cfg = |arch: &str| HfConfig::from_file(dir(arch).join("config.json")).unwrap();
+    let load = |arch: &str, m: &mut dyn Module| {
+        io::load_hf(m, dir(arch).join("model.safetensors"), &HfNames::new()).unwrap();
+    };
+    assert_round_trip("bert", &bert_model());
+    let mut gpt2 = Gpt2LMHeadModel::new(Gpt2Config::from_hf(&cfg("gpt2")).unwrap(), &mut Rng::new(0)).unwrap();
+    load("gpt2", &mut gpt2);
+    assert_round_trip("gpt2", &gpt2);
+    let mut llama = LlamaForCausalLM::new(LlamaConfig::from_hf(&cfg("llama")).unwrap(), &mut Rng::new(0)).unwrap();
+    load("llama", &mut llama);
+    assert_round_trip("llama", &llama);
+    let mut resnet =
+        ResNetForImageClassification::new(ResNetConfig::from_hf(&cfg("resnet")).unwrap(), 5, &mut Rng::new(0)).unwrap();
+    load("resnet", &mut resnet);
+    assert_round_trip("resnet", &resnet);
+}

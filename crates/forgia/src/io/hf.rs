@@ -272,6 +272,20 @@ impl HfConfig {
         v.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| self.bad(key, "not a non-negative integer"))
     }
 
+    /// An array of non-negative integers (such as ResNet's `depths`).
+    ///
+    /// # Errors
+    /// `Checkpoint` naming the key when it is missing or not such an array.
+    pub fn usize_list(&self, key: &str) -> Result<Vec<usize>> {
+        let v = self.value.get(key).ok_or_else(|| self.bad(key, "missing"))?;
+        let items = v.as_array().ok_or_else(|| self.bad(key, "not an array"))?;
+        items
+            .iter()
+            .map(|x| x.as_u64().and_then(|n| usize::try_from(n).ok()))
+            .collect::<Option<Vec<usize>>>()
+            .ok_or_else(|| self.bad(key, "not an array of non-negative integers"))
+    }
+
     /// A number, as f32.
     ///
     /// # Errors

@@ -7,6 +7,8 @@
 //! | [`bert::BertModel`] | post-LN encoder, token-type embeddings, padding mask, GELU (erf) |
 //! | [`gpt2::Gpt2LMHeadModel`] | pre-LN decoder, learned positions, tied embeddings, GELU-tanh, `Conv1D` weights |
 //! | [`llama::LlamaForCausalLM`] | pre-RMSNorm decoder, RoPE, grouped-query attention, SwiGLU, untied head |
+//! | [`sentence::SentenceEncoder`] | BERT + pooling + normalization, as sentence-transformers (all-MiniLM-L6-v2) |
+//! | [`resnet::ResNetForImageClassification`] | basic residual blocks, BatchNorm, adaptive average pooling |
 //!
 //! Every linear layer is a [`Dense`] so that [`lora`] can put low-rank adapters on any of
 //! them by name ([`DenseLayers`]).
@@ -17,6 +19,8 @@ mod dense;
 pub mod gpt2;
 pub mod llama;
 pub mod lora;
+pub mod resnet;
+pub mod sentence;
 
 pub use common::{causal_lm_loss, Activation};
 pub use dense::{Dense, Lora, WeightLayout};
