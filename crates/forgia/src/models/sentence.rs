@@ -116,7 +116,9 @@ impl SentenceEncoder {
         let modules = dir.join("modules.json");
         let normalize = modules.exists()
             && std::fs::read_to_string(&modules)
-                .map_err(|source| crate::error::Error::from(ErrorKind::Io { path: modules.display().to_string(), source }))?
+                .map_err(|source| {
+                    crate::error::Error::from(ErrorKind::Io { path: modules.display().to_string(), source })
+                })?
                 .contains("sentence_transformers.models.Normalize");
         Ok(SentenceEncoder { bert, pooling, normalize })
     }
