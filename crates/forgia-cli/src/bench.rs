@@ -1,6 +1,8 @@
 //! `forgia bench`: the workload suite of BENCHMARKS.md, one line per workload:
 //! `name=<W> impl=forgia median_ms=<x> extra=<k=v,...>`.
 
+mod w9;
+
 use std::time::Instant;
 
 use clap::Args;
@@ -12,7 +14,7 @@ mod w10;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W8, W11; W10 by name only, under mpirun, feature
+    /// Workloads to run (W1 … W9, W11; W10 by name only, under mpirun, feature
     /// `distributed`); all but W10 when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
@@ -21,6 +23,16 @@ pub(crate) struct BenchArgs {
     /// Minimum measured repetitions.
     #[arg(long, default_value_t = 10)]
     reps: usize,
+    /// W9's batch and sequence length as `B,S` (default 32,64; smaller to check it runs).
+    #[arg(long, value_name = "B,S", value_parser = parse_pair)]
+    w9_sizes: Option<(usize, usize)>,
+}
+
+fn parse_pair(s: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s.split_once(',').ok_or("expected B,S")?;
+    let n =
+        |x: &str| x.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or(format!("{x:?} is not a positive integer"));
+    Ok((n(a)?, n(b)?))
 }
 
 /// An error of the bench command.
@@ -37,7 +49,7 @@ pub(crate) enum BenchError {
     Distributed(String),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W11"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -57,6 +69,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W7" => w7_residual(args.reps, false)?,
             "W7CKPT" => w7_residual(args.reps, true)?,
             "W8" => w8_deep(args.reps)?,
+            "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
             #[cfg(feature = "distributed")]
             "W10" => match w10::w10(args.reps)? {

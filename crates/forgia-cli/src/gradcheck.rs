@@ -4,6 +4,7 @@
 //! fails.
 
 mod inputs;
+mod models;
 mod second_order;
 
 use std::time::Instant;
@@ -83,6 +84,7 @@ fn cases() -> Vec<Case> {
     all.extend(nn_cases());
     all.extend(extension_cases());
     all.extend(attention_next_cases());
+    all.extend(models::models_cases());
     all
 }
 

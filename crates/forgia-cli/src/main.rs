@@ -3,6 +3,7 @@
 
 mod bench;
 mod data;
+mod embed;
 mod eval;
 mod gradcheck;
 mod plot;
@@ -41,6 +42,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Check every differentiable op's gradient against finite differences.
     Gradcheck(gradcheck::GradcheckArgs),
+    /// Print sentence embeddings of a sentence-transformers model folder (all-MiniLM-L6-v2).
+    Embed(embed::EmbedArgs),
 }
 
 /// Exits quietly, like a process killed by SIGPIPE, when stdout is closed early
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval::run(&args).map_err(|e| e.to_string()),
         Command::Bench(args) => bench::run(&args).map_err(|e| e.to_string()),
         Command::Gradcheck(args) => gradcheck::run(&args).map_err(|e| e.to_string()),
+        Command::Embed(args) => embed::run(&args).map_err(|e| e.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -46,6 +46,8 @@
 //! Layers in [`nn`] own named parameters (PyTorch-style names such as `0.weight`); an
 //! optimizer in [`optim`] updates them in place; [`io`] writes and reads them as safetensors
 //! files, alone ([`io::save_model`]) or with the optimizer's state ([`io::save_checkpoint`]).
+//! Pretrained architectures (BERT, GPT-2, Llama, ResNet, LoRA) with `transformers`' parameter
+//! names are in [`models`]; their Hugging Face checkpoints load through [`io::load_hf`].
 //!
 //! ```
 //! use forgia::nn::{Linear, Module, Sequential, Tanh};
@@ -100,6 +102,7 @@ mod error;
 pub mod func;
 pub mod io;
 pub(crate) mod kernels;
+pub mod models;
 pub mod nn;
 pub(crate) mod ops;
 pub mod optim;

@@ -265,7 +265,7 @@ fn a_later_save_removes_temporary_files_of_dead_writers_but_never_of_live_ones()
 }
 
 #[test]
-fn foreign_files_without_a_checksum_load_and_other_dtypes_are_rejected() {
+fn foreign_files_without_a_checksum_load_floats_of_any_precision_and_reject_integers() {
     use safetensors::tensor::{Dtype, TensorView};
     let d = dir("foreign");
     let path = d.join("f.safetensors");
@@ -276,5 +276,10 @@ fn foreign_files_without_a_checksum_load_and_other_dtypes_are_rejected() {
     let f64s: Vec<u8> = 1.5f64.to_le_bytes().to_vec();
     let view = TensorView::new(Dtype::F64, vec![1], &f64s).unwrap();
     std::fs::write(&path, safetensors::serialize([("w", view)], None).unwrap()).unwrap();
-    assert!(matches!(io::load(&path).unwrap_err().kind(), ErrorKind::Checkpoint { .. }));
+    assert_eq!(io::load(&path).unwrap()[0].1.to_vec(), [1.5]);
+    let i64s: Vec<u8> = 7i64.to_le_bytes().to_vec();
+    let view = TensorView::new(Dtype::I64, vec![1], &i64s).unwrap();
+    std::fs::write(&path, safetensors::serialize([("labels", view)], None).unwrap()).unwrap();
+    let err = io::load(&path).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Checkpoint { .. }) && err.to_string().contains("labels"), "{err}");
 }

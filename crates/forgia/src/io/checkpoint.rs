@@ -128,7 +128,7 @@ fn check_params(path: &Path, model: &dyn Module, map: &HashMap<&str, &Tensor>) -
 }
 
 /// Copies validated values into the parameters (recording off, so variables can be written).
-fn assign(path: &Path, model: &mut dyn Module, map: &HashMap<&str, &Tensor>) -> Result<()> {
+pub(super) fn assign(path: &Path, model: &mut dyn Module, map: &HashMap<&str, &Tensor>) -> Result<()> {
     let _guard = no_grad();
     let mut failure = None;
     let mut seen = Seen::default();

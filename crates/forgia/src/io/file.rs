@@ -9,7 +9,8 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::tensor::Size;
+
+use super::dtype::{check_shape, entry, Entry, Unsupported};
 
 /// The metadata key of the checksum.
 const CHECKSUM_KEY: &str = "forgia.checksum";
@@ -72,7 +73,15 @@ fn checksum<'a>(entries: impl Iterator<Item = (&'a str, &'a [usize], &'a [u8])>)
 /// `Checkpoint` for a repeated name; `Io` when the file cannot be written (no temporary file
 /// is left behind).
 pub fn save<S: AsRef<str>>(path: impl AsRef<Path>, tensors: &[(S, &Tensor)]) -> Result<()> {
-    let path = path.as_ref();
+    save_with_metadata(path.as_ref(), tensors, &[])
+}
+
+/// [`save`] with extra header metadata (such as `format: pt`, which `transformers` requires).
+pub(super) fn save_with_metadata<S: AsRef<str>>(
+    path: &Path,
+    tensors: &[(S, &Tensor)],
+    extra: &[(&str, &str)],
+) -> Result<()> {
     let mut entries: Vec<(&str, Vec<usize>, Vec<u8>)> = Vec::with_capacity(tensors.len());
     let mut seen = HashSet::new();
     for (name, t) in tensors {
@@ -91,7 +100,8 @@ pub fn save<S: AsRef<str>>(path: impl AsRef<Path>, tensors: &[(S, &Tensor)]) -> 
             .map_err(|e| checkpoint_error(path, format!("tensor {name:?}: {e}")))?;
         views.push((*name, view));
     }
-    let metadata = HashMap::from([(CHECKSUM_KEY.to_string(), sum)]);
+    let mut metadata = HashMap::from([(CHECKSUM_KEY.to_string(), sum)]);
+    metadata.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let bytes = safetensors::serialize(views, Some(metadata)).map_err(|e| checkpoint_error(path, e.to_string()))?;
     write_atomically(path, &bytes)
 }
@@ -168,13 +178,42 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Reads every tensor of a safetensors file, sorted by name.
+/// Reads every tensor of a safetensors file, sorted by name. Float entries of any precision
+/// (F16, BF16, F32, F64) are converted to f32; for files that also hold integer entries use
+/// [`load_entries`](super::load_entries).
 ///
 /// # Errors
 /// `Io` when the file cannot be read; `Checkpoint` when it is not a valid safetensors file
-/// (truncated, malformed header, offsets out of range), holds a dtype other than F32, or fails
-/// its forgia checksum; `SizeOverflow` for a header shape whose size overflows.
+/// (truncated, malformed header, offsets out of range), holds an integer or other non-float
+/// entry (named with its dtype), or fails its forgia checksum; `SizeOverflow` for a header
+/// shape whose size overflows.
 pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
+    let path = path.as_ref();
+    let mut out = Vec::new();
+    for (name, entry) in load_entries(path)? {
+        match entry {
+            Entry::Float(t) => out.push((name, t)),
+            Entry::Int(i) => {
+                return Err(checkpoint_error(
+                    path,
+                    format!(
+                        "tensor {name:?} holds integers (shape {:?}), only float entries are read as tensors",
+                        i.shape()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads every entry of a safetensors file, sorted by name: float entries (F16, BF16, F32,
+/// F64) as f32 tensors, integer and boolean entries as [`Indices`](crate::Indices).
+///
+/// # Errors
+/// As [`load`], except that integer entries are read; `Checkpoint` naming an entry of
+/// another dtype (such as F8).
+pub fn load_entries(path: impl AsRef<Path>) -> Result<Vec<(String, Entry)>> {
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
     let (_, metadata) = SafeTensors::read_metadata(&bytes).map_err(|e| checkpoint_error(path, e.to_string()))?;
@@ -192,21 +231,14 @@ pub fn load(path: impl AsRef<Path>) -> Result<Vec<(String, Tensor)>> {
     }
     let mut out = Vec::with_capacity(views.len());
     for (name, view) in views {
-        if view.dtype() != Dtype::F32 {
-            return Err(checkpoint_error(
-                path,
-                format!("tensor {name:?} has dtype {:?}, only F32 is read", view.dtype()),
-            ));
+        check_shape(view.shape())?;
+        match entry(&view) {
+            Ok(Ok(e)) => out.push((name, e)),
+            Ok(Err(e)) => return fail(checkpoint_kind(path, &name, e)),
+            Err(Unsupported(dtype)) => {
+                return Err(checkpoint_error(path, format!("tensor {name:?} has dtype {dtype:?}, which is not read")))
+            }
         }
-        // The header's shape, checked before anything is allocated for it.
-        Size::of("load", view.shape())?;
-        let data: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("chunks_exact(4) yields 4 bytes")))
-            .collect();
-        let t = Tensor::from_vec(data, view.shape()).or_else(|e| fail(checkpoint_kind(path, &name, e)))?;
-        out.push((name, t));
     }
     Ok(out)
 }

@@ -2,7 +2,11 @@
 //! module's parameters ([`save_model`], [`load_into`]) and training checkpoints with optimizer
 //! state ([`save_checkpoint`], [`load_checkpoint`]).
 //!
-//! Files are plain safetensors (F32, little-endian) that other tools read. forgia adds a
+//! Files are plain safetensors (F32, little-endian) that other tools read; files written
+//! elsewhere load with F16, BF16 and F64 entries converted to f32 and integer entries as
+//! [`Indices`](crate::Indices) ([`load_entries`]). Hugging Face checkpoints, with
+//! `transformers`' names and `config.json`, load through [`load_hf`] and [`HfConfig`].
+//! forgia adds a
 //! checksum over names, shapes and data in the header metadata (`forgia.checksum`) and checks
 //! it on load when present, so a corrupted file is an error rather than silently wrong weights.
 //! Writes go to a temporary file in the same directory that is renamed over the target, so a
@@ -25,7 +29,11 @@
 //! ```
 
 mod checkpoint;
+mod dtype;
 mod file;
+mod hf;
 
 pub use checkpoint::{load_checkpoint, load_into, save_checkpoint, save_model};
-pub use file::{load, save};
+pub use dtype::Entry;
+pub use file::{load, load_entries, save};
+pub use hf::{load_hf, save_hf, HfConfig, HfLoadReport, HfNames};
