@@ -149,17 +149,6 @@ fn proj(i: usize, o: usize, std: f32, rng: &mut Rng) -> Result<Dense> {
     Ok(Dense { weight: normal(&[o, i], std, rng)?, bias: None, layout: WeightLayout::OutIn, lora: None })
 }
 
-/// Repeats each of the `kv` heads of `x [B, kv, S, D]` `rep` times: `[B, kv·rep, S, D]`,
-/// head `h` reading key/value head `h / rep` (`transformers`' `repeat_kv`).
-// TODO(gqa): switch to the grouped-query attention op once it lands in ops/attention.rs.
-fn repeat_kv(x: &Tensor, rep: usize) -> Result<Tensor> {
-    if rep == 1 {
-        return Ok(x.clone());
-    }
-    let s = x.shape().to_vec();
-    x.unsqueeze(2)?.broadcast_to(&[s[0], s[1], rep, s[2], s[3]])?.reshape(&[s[0], s[1] * rep, s[2], s[3]])
-}
-
 /// One decoder layer (`model.layers.{i}`).
 pub struct LlamaLayer {
     /// `input_layernorm`.
@@ -201,13 +190,12 @@ impl LlamaLayer {
 
     fn forward(&self, x: &Tensor, mask: Option<&Tensor>, c: &LlamaConfig) -> Result<Tensor> {
         let n = self.input_layernorm.forward(x)?;
-        let rep = c.num_attention_heads / c.num_key_value_heads;
         let q = split_heads(&self.q_proj.forward(&n)?, c.num_attention_heads)?.rope(c.rope_theta)?;
         let k = split_heads(&self.k_proj.forward(&n)?, c.num_key_value_heads)?.rope(c.rope_theta)?;
         let v = split_heads(&self.v_proj.forward(&n)?, c.num_key_value_heads)?;
-        let (k, v) = (repeat_kv(&k, rep)?, repeat_kv(&v, rep)?);
-        let ctx =
-            q.scaled_dot_product_attention(&k, &v, AttentionOptions { causal: true, mask, ..Default::default() })?;
+        // Grouped-query attention reads each key/value head in place for its query heads.
+        let opts = AttentionOptions { causal: true, mask, enable_gqa: true, ..Default::default() };
+        let ctx = q.scaled_dot_product_attention(&k, &v, opts)?;
         let x = x.add(&self.o_proj.forward(&merge_heads(&ctx)?)?)?;
         let n = self.post_attention_layernorm.forward(&x)?;
         let f = self.gate_proj.forward(&n)?.silu().mul(&self.up_proj.forward(&n)?)?;
