@@ -58,13 +58,7 @@ impl Tensor {
     /// # Errors
     /// `AxisOutOfRange` / `UnknownAxisName` for a bad axis.
     pub fn sort(&self, axis: impl Into<Axis>, descending: bool) -> Result<(Tensor, Indices)> {
-        let axis = axis.into();
-        if let Some(v) = scalar_as_vector(self, "sort", &Axes(vec![axis.clone()]))? {
-            let (y, i) = v.sort(0, descending)?;
-            return Ok((y.reshape(&[])?, i.reshape(&[])?));
-        }
-        let a = self.axis("sort", axis)?;
-        self.top_along("sort", a, self.shape()[a], descending, true)
+        self.sort_op("sort", axis.into(), descending)
     }
 
     /// The positions that sort `x` along `axis` (the indices of [`Tensor::sort`]).
@@ -73,7 +67,16 @@ impl Tensor {
     /// As [`Tensor::sort`].
     pub fn argsort(&self, axis: impl Into<Axis>, descending: bool) -> Result<Indices> {
         let _guard = crate::autograd::no_grad();
-        Ok(self.sort(axis, descending)?.1)
+        Ok(self.sort_op("argsort", axis.into(), descending)?.1)
+    }
+
+    fn sort_op(&self, op: &'static str, axis: Axis, descending: bool) -> Result<(Tensor, Indices)> {
+        if let Some(v) = scalar_as_vector(self, op, &Axes(vec![axis.clone()]))? {
+            let (y, i) = v.sort_op(op, Axis::Index(0), descending)?;
+            return Ok((y.reshape(&[])?, i.reshape(&[])?));
+        }
+        let a = self.axis(op, axis)?;
+        self.top_along(op, a, self.shape()[a], descending, true)
     }
 
     /// The `k` largest (or, with `largest == false`, smallest) values along `axis` and their
