@@ -80,6 +80,30 @@ fn masks_sorts_and_index_writes_turn_bad_input_into_named_errors() {
         ("masked_scatter", a4.masked_scatter(&a23, &a34).map(drop), shape),
         ("masked_scatter", a23.masked_scatter(&Tensor::ones(&[2, 3]).unwrap(), &a4).map(drop), arg),
     ];
+    // Broadcast indices addressing far more positions than memory: refused, not an abort.
+    let huge = Tensor::scalar(0.0).broadcast_to(&[1 << 20, 1 << 20]).unwrap();
+    let (col, row) = (
+        Indices::new(vec![0; 1 << 20], &[1 << 20, 1]).unwrap(),
+        Indices::new(vec![0; 1 << 20], &[1, 1 << 20]).unwrap(),
+    );
+    let e = huge.index_put(&[col, row], &Tensor::scalar(1.0), false).map(drop).expect_err("huge index_put");
+    assert!(matches!(e.kind(), ErrorKind::WorkLimitExceeded { .. } | ErrorKind::OutOfMemory { .. }), "{e}");
+    let huge_rows: Vec<(&str, Result<()>)> = vec![
+        ("sort", drop_indices(huge.sort(1, false))),
+        ("topk", drop_indices(huge.topk(2, 1, true, true))),
+        ("median", drop_indices(huge.median(0, false))),
+        ("any", huge.any(1, false).map(drop)),
+        ("nonzero", huge.nonzero().map(drop)),
+        ("masked_select", huge.masked_select(&Tensor::scalar(1.0)).map(drop)),
+        ("scatter_value", huge.scatter_value(0, &idx(&[0], &[1, 1]), 1.0).map(drop)),
+    ];
+    // Whole-tensor any/all read the storage of a broadcast view, not its 2^40 logical elements.
+    assert_eq!((huge.any_all().item().unwrap(), huge.all_all().item().unwrap()), (0.0, 0.0));
+    for (op, r) in huge_rows {
+        let e = r.expect_err(op);
+        let k = e.kind();
+        assert!(matches!(k, ErrorKind::WorkLimitExceeded { .. } | ErrorKind::OutOfMemory { .. }), "{op}: {e}");
+    }
     for (op, r, ok) in rows {
         let e = r.expect_err(op);
         assert!(ok(e.kind()), "{op}: wrong kind {e}");

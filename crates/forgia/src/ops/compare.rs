@@ -214,13 +214,14 @@ impl Tensor {
 
     /// Whether any element is nonzero, as a rank-0 0/1 tensor (`torch.any(x)`; `0` when empty).
     pub fn any_all(&self) -> Tensor {
-        Tensor::scalar(truth(self.with_data(|d| d.iter().any(|&v| v != 0.0))))
+        // Over the stored elements only: a broadcast view costs its storage, not its logical size.
+        Tensor::scalar(truth(self.stored().0.with_data(|d| d.iter().any(|&v| v != 0.0))))
     }
 
     /// Whether every element is nonzero, as a rank-0 0/1 tensor (`torch.all(x)`; `1` when
     /// empty).
     pub fn all_all(&self) -> Tensor {
-        Tensor::scalar(truth(self.with_data(|d| d.iter().all(|&v| v != 0.0))))
+        Tensor::scalar(truth(self.stored().0.with_data(|d| d.iter().all(|&v| v != 0.0))))
     }
 
     fn any_all_axes(&self, op: &'static str, axes: Axes, keepdim: bool, all: bool) -> Result<Tensor> {

@@ -24,7 +24,7 @@ use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::scatter as k;
 use crate::ops::index::Indices;
 use crate::tensor::layout::{broadcast_shapes, numel};
-use crate::tensor::{Array, Axis, Shape};
+use crate::tensor::{Array, Axis, Shape, Size};
 
 /// A 1-D index of flat offsets (never negative: each is below a tensor's element count).
 fn offsets_index(offsets: &[usize]) -> Indices {
@@ -47,6 +47,15 @@ fn put(op: &'static str, x: &Tensor, offsets: Vec<usize>, values: &Tensor, accum
         });
         PutBackward { name: op, at: offsets_index(&offsets), masks, out_shape: x.shape().into() }
     }))
+}
+
+/// An empty vector with room for `n` offsets, or `OutOfMemory`.
+fn offsets_buffer(op: &'static str, n: usize) -> Result<Vec<usize>> {
+    let mut v = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        return fail(ErrorKind::OutOfMemory { op, bytes: n.saturating_mul(std::mem::size_of::<usize>()) });
+    }
+    Ok(v)
 }
 
 /// Resolves an `index_put` index value against an axis of `size` (negative counts from the
@@ -190,28 +199,32 @@ impl Tensor {
         }
         let b = indices.iter().try_fold(Shape::new(), |s, i| broadcast_shapes(op, &s, i.shape()))?;
         let tail = &self.shape()[kx..];
+        let full: Shape = b.iter().chain(tail).copied().collect();
+        // The broadcast indices can address more positions than memory holds: checked sizes,
+        // fallible buffers.
+        let m = Size::of(op, &full)?.numel();
+        Size::work(op, &full, &[m, kx])?;
+        if broadcast_shapes(op, values.shape(), &full)?.as_slice() != full.as_slice() {
+            return fail(ErrorKind::ShapeMismatch { op, lhs: full.to_vec(), rhs: values.shape().to_vec() });
+        }
         let strides = crate::tensor::layout::contiguous_strides(self.shape());
         // Per index tensor: its values resolved, and broadcast to `B`.
         let mut resolved = Vec::with_capacity(kx);
         for (axis, i) in indices.iter().enumerate() {
             let vals: Vec<usize> = i.data().iter().map(|&v| wrap(op, v, self.shape()[axis])).collect::<Result<_>>()?;
             let layout = crate::tensor::Layout::contiguous(i.shape()).broadcast_to(&b);
-            let mut at = Vec::with_capacity(numel(&b));
+            let mut at = offsets_buffer(op, numel(&b))?;
             crate::tensor::layout::for_each_offset(&layout, |off| at.push(vals[off]));
             resolved.push(at);
         }
         let (nb, nt) = (numel(&b), numel(tail));
-        let mut offsets = Vec::with_capacity(nb * nt);
+        let mut offsets = offsets_buffer(op, m)?;
         for p in 0..nb {
             let base: usize = resolved.iter().enumerate().map(|(axis, r)| r[p] * strides[axis] as usize).sum();
             offsets.extend((0..nt).map(|t| base + t));
         }
-        let full: Shape = b.iter().chain(tail).copied().collect();
-        if broadcast_shapes(op, values.shape(), &full)?.as_slice() != full.as_slice() {
-            return fail(ErrorKind::ShapeMismatch { op, lhs: full.to_vec(), rhs: values.shape().to_vec() });
-        }
         let v = values.broadcast_to(&full)?;
-        put(op, self, offsets, &v.reshape(&[nb * nt])?, accumulate)
+        put(op, self, offsets, &v.reshape(&[m])?, accumulate)
     }
 
     /// The elements of `x` where `mask` is nonzero, row-major, as a 1-D tensor
