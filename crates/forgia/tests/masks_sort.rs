@@ -314,3 +314,20 @@ fn selections_and_index_writes_support_second_order() {
         );
     }
 }
+
+#[test]
+fn a_large_last_axis_sort_split_over_threads_matches_row_by_row_sorts() {
+    // 64 × 2048 passes the parallel threshold; every row must equal its own (serial) sort.
+    let data = common::lcg(64 * 2048, 11, 1.0).iter().map(|v| (v * 64.0).round()).collect::<Vec<f32>>();
+    let x = Tensor::from_vec(data, &[64, 2048]).unwrap();
+    let (v, i) = x.sort(1, true).unwrap();
+    let (tv, ti) = x.topk(5, 1, true, true).unwrap();
+    for r in [0usize, 17, 63] {
+        let row = x.narrow(0, r, 1).unwrap();
+        let (rv, ri) = row.sort(1, true).unwrap();
+        assert_eq!(v.narrow(0, r, 1).unwrap().to_vec(), rv.to_vec());
+        assert_eq!(&i.data()[r * 2048..(r + 1) * 2048], ri.data());
+        assert_eq!(&ti.data()[r * 5..(r + 1) * 5], &ri.data()[..5]);
+        assert_eq!(tv.narrow(0, r, 1).unwrap().to_vec(), rv.to_vec()[..5].to_vec());
+    }
+}

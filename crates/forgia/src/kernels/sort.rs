@@ -3,9 +3,14 @@
 //! larger than every number (all NaNs tie), `-0.0` ties with `0.0`, and ties keep their
 //! original order (a stable sort, made deterministic by breaking ties on the position, so the
 //! unstable in-place sorts allocate nothing). Every line gets its own pass over a permutation
-//! scratch of `d` positions that the caller hands in.
+//! scratch of `d` positions that the caller hands in; a large sort along the last axis splits
+//! its lines over [`top_parts`] threads, each with its own scratch.
 
 use std::cmp::Ordering;
+
+use rayon::prelude::*;
+
+use crate::parallel::{self, PARALLEL_ELEMENTS};
 
 /// PyTorch's ascending order of two values: NaN last, every NaN equal.
 #[inline]
@@ -41,10 +46,22 @@ impl Lines {
     }
 }
 
+/// How many parts [`top`] splits its lines over (its scratch is `parts * d` positions): the
+/// kernel threads for a large selection along the last axis (`inner == 1`, whose lines are
+/// contiguous in the input and the outputs), else 1.
+pub(crate) fn top_parts(lines: Lines, k: usize) -> usize {
+    let work = lines.outer.saturating_mul(lines.d);
+    if lines.inner != 1 || k == 0 || lines.outer < 2 || work < PARALLEL_ELEMENTS / 4 {
+        1
+    } else {
+        parallel::kernel_threads().clamp(1, lines.outer)
+    }
+}
+
 /// The first `k` positions of every line in sorted order (`k <= d`): `vals` and `idx` are
-/// packed `[outer, k, inner]`; `perm` is scratch of `d` positions. With `sorted == false` the
-/// `k` selected elements keep their original order along the axis (PyTorch leaves that order
-/// unspecified).
+/// packed `[outer, k, inner]`; `perm` is scratch of `d` positions per part (see
+/// [`top_parts`]; parts run in parallel). With `sorted == false` the `k` selected elements keep
+/// their original order along the axis (PyTorch leaves that order unspecified).
 pub(crate) fn top(
     x: &[f32],
     lines: Lines,
@@ -54,6 +71,28 @@ pub(crate) fn top(
     vals: &mut [f32],
     idx: &mut [i64],
 ) {
+    let Lines { outer, d, inner, .. } = lines;
+    let parts = if d == 0 { 1 } else { perm.len() / d };
+    if parts > 1 && inner == 1 && k > 0 {
+        let per = outer.div_ceil(parts);
+        let work: Vec<_> = x
+            .chunks(per * d)
+            .zip(vals.chunks_mut(per * k))
+            .zip(idx.chunks_mut(per * k))
+            .zip(perm.chunks_mut(d))
+            .collect();
+        parallel::install(|| {
+            work.into_par_iter().for_each(|(((x, v), i), p)| {
+                top_lines(x, Lines { outer: x.len() / d, ..lines }, k, sorted, p, v, i);
+            })
+        });
+        return;
+    }
+    top_lines(x, lines, k, sorted, perm, vals, idx);
+}
+
+/// [`top`] on one thread, with `d` positions of `perm`.
+fn top_lines(x: &[f32], lines: Lines, k: usize, sorted: bool, perm: &mut [usize], vals: &mut [f32], idx: &mut [i64]) {
     let Lines { outer, d, inner, .. } = lines;
     let perm = &mut perm[..d];
     for o in 0..outer {
@@ -125,6 +164,14 @@ mod tests {
         let (mut v2, mut i2) = ([0.0; 2], [0i64; 2]);
         top(&x, Lines { outer: 1, d: 6, inner: 1, descending: false }, 2, true, &mut p, &mut v2, &mut i2);
         assert_eq!(i2, [2, 5]);
+        // Split over parts, as a large last-axis sort is: the same result as one thread.
+        let y: Vec<f32> = (0..60).map(|v| ((v * 37) % 11) as f32).collect();
+        let lines = Lines { outer: 6, d: 10, inner: 1, descending: true };
+        let (mut one, mut one_i, mut p1) = ([0.0; 18], [0i64; 18], [0usize; 10]);
+        top(&y, lines, 3, true, &mut p1, &mut one, &mut one_i);
+        let (mut four, mut four_i, mut p4) = ([0.0; 18], [0i64; 18], [0usize; 40]);
+        top(&y, lines, 3, true, &mut p4, &mut four, &mut four_i);
+        assert_eq!((one, one_i), (four, four_i));
         let (mut m, mut mi) = ([0.0], [0i64]);
         kth(&x, (1, 6, 1), 2, false, &mut p, &mut m, &mut mi);
         assert_eq!((m[0], mi[0]), (2.0, 3));

@@ -210,8 +210,9 @@ impl Tensor {
         let n = outer * k * inner;
         let x = self.contiguous_data()?;
         let mut p = Picked { vals: crate::tensor::buffer(op, n)?, idx: index_buffer(op, n)? };
-        let mut perm = vec![0usize; d];
-        k::top(x.packed(), Lines { outer, d, inner, descending }, k, sorted, &mut perm, &mut p.vals, &mut p.idx);
+        let lines = Lines { outer, d, inner, descending };
+        let mut perm = vec![0usize; d * k::top_parts(lines, k)];
+        k::top(x.packed(), lines, k, sorted, &mut perm, &mut p.vals, &mut p.idx);
         let indices = Indices::new(p.idx, &shape)?;
         let out = Tensor::from_parts(p.vals, &shape);
         let y = attach(out, &[self], || TakeBackward {
