@@ -72,7 +72,7 @@ pub(crate) fn top(
     idx: &mut [i64],
 ) {
     let Lines { outer, d, inner, .. } = lines;
-    let parts = if d == 0 { 1 } else { perm.len() / d };
+    let parts = perm.len().checked_div(d).unwrap_or(1);
     if parts > 1 && inner == 1 && k > 0 {
         let per = outer.div_ceil(parts);
         let work: Vec<_> = x
