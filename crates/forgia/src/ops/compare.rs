@@ -9,8 +9,10 @@
 //! (true) — no gradient flows through a comparison, even of variables, as in PyTorch where a
 //! bool tensor has no gradient. Every op that takes a mask reads it the same way:
 //! [`Tensor::where_`], [`Tensor::masked_fill`], [`Tensor::masked_select`],
-//! [`Tensor::masked_scatter`], the logic ops here, and attention masks. So a mask built here
-//! feeds any of them directly, and so does a hand-made 0/1 tensor.
+//! [`Tensor::masked_scatter`] and the logic ops here. So a mask built here feeds any of them
+//! directly, and so does a hand-made 0/1 tensor. (`AttentionOptions::mask` is additive, as
+//! PyTorch's float `attn_mask`: turn a keep-mask into one with
+//! `zeros.masked_fill(&keep.logical_not(), f32::NEG_INFINITY)`, as the example below does.)
 //!
 //! A NaN in a mask is nonzero, so it is **true**, exactly as `torch.tensor(float('nan')).bool()`
 //! is `True`. The comparison and logic ops never produce NaN (a comparison with NaN is false,
