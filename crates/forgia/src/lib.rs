@@ -49,8 +49,9 @@
 //! `0.0` / `1.0` (no gradient flows through them), and every op that takes a mask
 //! ([`Tensor::where_`], [`Tensor::masked_fill`], [`Tensor::masked_select`],
 //! [`Tensor::masked_scatter`]) reads any nonzero value, NaN included, as true, as PyTorch
-//! reads a float tensor cast to bool. ([`AttentionOptions::mask`] is additive, as PyTorch's
-//! float `attn_mask`: `zeros.masked_fill(&keep.logical_not(), f32::NEG_INFINITY)` makes one.) Index-valued results ([`Tensor::nonzero`],
+//! reads a float tensor cast to bool; so do attention's boolean and key-padding mask options.
+//! ([`AttentionOptions::mask`] is additive, as PyTorch's float `attn_mask`:
+//! `zeros.masked_fill(&keep.logical_not(), f32::NEG_INFINITY)` makes one.) Index-valued results ([`Tensor::nonzero`],
 //! [`Tensor::argmax`], the indices of [`Tensor::sort`] and [`Tensor::topk`]) are [`Indices`],
 //! the type `gather`, `scatter` and `index_select` take.
 //!

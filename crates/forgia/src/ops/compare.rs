@@ -10,9 +10,10 @@
 //! bool tensor has no gradient. Every op that takes a mask reads it the same way:
 //! [`Tensor::where_`], [`Tensor::masked_fill`], [`Tensor::masked_select`],
 //! [`Tensor::masked_scatter`] and the logic ops here. So a mask built here feeds any of them
-//! directly, and so does a hand-made 0/1 tensor. (`AttentionOptions::mask` is additive, as
-//! PyTorch's float `attn_mask`: turn a keep-mask into one with
-//! `zeros.masked_fill(&keep.logical_not(), f32::NEG_INFINITY)`, as the example below does.)
+//! directly, and so does a hand-made 0/1 tensor; attention's boolean and key-padding mask
+//! options read the same convention. (Attention's plain `mask` option is additive, as
+//! PyTorch's float `attn_mask`: `zeros.masked_fill(&keep.logical_not(), f32::NEG_INFINITY)`
+//! turns a keep-mask into one, as the example below does.)
 //!
 //! A NaN in a mask is nonzero, so it is **true**, exactly as `torch.tensor(float('nan')).bool()`
 //! is `True`. The comparison and logic ops never produce NaN (a comparison with NaN is false,
