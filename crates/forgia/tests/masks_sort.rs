@@ -331,3 +331,29 @@ fn a_large_last_axis_sort_split_over_threads_matches_row_by_row_sorts() {
         assert_eq!(tv.narrow(0, r, 1).unwrap().to_vec(), rv.to_vec()[..5].to_vec());
     }
 }
+
+#[test]
+fn the_other_selections_and_writes_support_second_order_too() {
+    let one = Tensor::scalar(1.0);
+    let cube = |t: Tensor| -> Result<Tensor> { Ok(t.square().mul(&t)?.sum_all()) };
+    let c = |n: usize| Tensor::from_vec((0..n).map(|k| 0.4 - 0.15 * k as f32).collect(), &[2, n / 2]).unwrap();
+    second_order::check(|x| cube(x[0].kthvalue(2, 1, true)?.0), &[var(&[2, 3], 1)], &one, &[c(6)]);
+    second_order::check(|x| cube(x[0].median_all()?), &[var(&[2, 3], 2)], &one, &[c(6)]);
+    let mask = Tensor::from_vec(vec![1.0, 0.0, 1.0, 1.0, 0.0, 1.0], &[2, 3]).unwrap();
+    second_order::check(|x| cube(x[0].masked_select(&mask)?), &[var(&[2, 3], 3)], &one, &[c(6)]);
+    let src = Tensor::from_vec(vec![0.5, -1.0, 0.25, 2.0], &[2, 2]).unwrap();
+    second_order::check(
+        |x| cube(x[0].masked_scatter(&mask, &x[1])?),
+        &[var(&[2, 3], 4), var(&[2, 2], 5)],
+        &one,
+        &[c(6), src],
+    );
+    let rows = Indices::from(vec![1usize, 1]);
+    let cs = Tensor::from_vec(vec![0.5, -1.0, 0.25, 2.0, 0.1, -0.3], &[2, 3]).unwrap();
+    second_order::check(
+        |x| cube(x[0].index_copy(0, &rows, &x[1])?),
+        &[var(&[2, 3], 6), var(&[2, 3], 7)],
+        &one,
+        &[c(6), cs],
+    );
+}
