@@ -4,6 +4,7 @@
 //! fails.
 
 mod inputs;
+mod masks_sort;
 mod models;
 mod second_order;
 
@@ -85,6 +86,7 @@ fn cases() -> Vec<Case> {
     all.extend(extension_cases());
     all.extend(attention_next_cases());
     all.extend(models::models_cases());
+    all.extend(masks_sort::masks_sort_cases());
     all
 }
 

@@ -108,7 +108,7 @@ fn run(n_train: usize, epochs: usize, n_test: usize) -> Result<f32, Box<dyn std:
     let mut correct = 0;
     for chunk in rows.chunks(250) {
         let (x, labels) = batch(&test, chunk)?;
-        correct += model.forward(&x)?.argmax(1)?.iter().zip(&labels).filter(|(p, l)| p == l).count();
+        correct += model.forward(&x)?.argmax(1, false)?.positions().iter().zip(&labels).filter(|(p, l)| p == l).count();
     }
     Ok(correct as f32 / rows.len() as f32)
 }

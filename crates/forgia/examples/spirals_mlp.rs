@@ -27,7 +27,7 @@ fn train(n: usize, steps: usize) -> forgia::Result<f32> {
             println!("step {step:4}: loss {:.4}", loss.item()?);
         }
     }
-    let predicted = model.forward(&x)?.argmax(1)?;
+    let predicted = model.forward(&x)?.argmax(1, false)?.positions();
     Ok(predicted.iter().zip(&labels).filter(|(p, l)| p == l).count() as f32 / labels.len() as f32)
 }
 

@@ -41,6 +41,31 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 //!
+//! ## Masks and indices
+//!
+//! One mask convention holds everywhere: **a mask is an `f32` tensor whose nonzero entries
+//! mean true**. Comparisons and logic ([`Tensor::gt`], [`Tensor::eq_scalar`],
+//! [`Tensor::logical_and`], [`Tensor::isnan`], [`Tensor::any`], ...) return constant tensors of
+//! `0.0` / `1.0` (no gradient flows through them), and every op that takes a mask
+//! ([`Tensor::where_`], [`Tensor::masked_fill`], [`Tensor::masked_select`],
+//! [`Tensor::masked_scatter`]) reads any nonzero value, NaN included, as true, as PyTorch
+//! reads a float tensor cast to bool; so do attention's boolean and key-padding mask options.
+//! ([`AttentionOptions::mask`] is additive, as PyTorch's float `attn_mask`:
+//! `zeros.masked_fill(&keep.logical_not(), f32::NEG_INFINITY)` makes one.) Index-valued results ([`Tensor::nonzero`],
+//! [`Tensor::argmax`], the indices of [`Tensor::sort`] and [`Tensor::topk`]) are [`Indices`],
+//! the type `gather`, `scatter` and `index_select` take.
+//!
+//! ```
+//! use forgia::Tensor;
+//! let scores = Tensor::from_vec(vec![0.2, 0.9, 0.4, 0.7], &[4])?;
+//! let keep = scores.ge_scalar(0.5);                       // [0, 1, 0, 1], a constant
+//! let masked = scores.masked_fill(&keep.logical_not(), 0.0)?;
+//! assert_eq!(masked.to_vec(), vec![0.0, 0.9, 0.0, 0.7]);
+//! let (_, best) = scores.topk(2, 0, true, true)?;
+//! assert_eq!(best.data(), &[1, 3]);
+//! # Ok::<(), forgia::Error>(())
+//! ```
+//!
 //! ## Modules, optimizers and checkpoints
 //!
 //! Layers in [`nn`] own named parameters (PyTorch-style names such as `0.weight`); an

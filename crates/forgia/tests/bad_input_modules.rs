@@ -9,7 +9,8 @@ use forgia::nn::{
     BatchNorm2d, Conv2d, Dropout, Embedding, FeedForward, LayerNorm, Linear, Module, MultiHeadAttention, RmsNorm,
     Sequential, TransformerBlock,
 };
-use forgia::optim::{Adam, AdamConfig, AdamW, CosineAnnealing, LinearWarmup, Optimizer, Sgd, SgdConfig, StepLr};
+use forgia::optim::schedule::{CosineAnnealing, LinearWarmup, StepLr};
+use forgia::optim::{Adam, AdamConfig, AdamW, Optimizer, Sgd, SgdConfig};
 use forgia::{Conv2dOptions, Indices, Result, Rng, Tensor};
 
 fn rng() -> Rng {
@@ -86,19 +87,26 @@ fn rows() -> Vec<Row> {
             TransformerBlock::new(8, 2, true, &mut rng())?.forward(&t(&[3, 8])).map(drop)
         }),
         row("Sequential passing a wrong shape between layers", "linear", || {
-            let s = Sequential::new().push(Linear::new(3, 4, true, &mut rng())?).push(Linear::new(5, 2, true, &mut rng())?);
+            let s =
+                Sequential::new().push(Linear::new(3, 4, true, &mut rng())?).push(Linear::new(5, 2, true, &mut rng())?);
             s.forward(&t(&[2, 3])).map(drop)
         }),
         // Optimizers and schedules.
-        row("Sgd with a NaN learning rate", "Sgd::new", || Sgd::new(SgdConfig { lr: f32::NAN, ..SgdConfig::default() }).map(drop)),
-        row("Sgd with a negative learning rate", "Sgd::new", || Sgd::new(SgdConfig { lr: -0.1, ..SgdConfig::default() }).map(drop)),
+        row("Sgd with a NaN learning rate", "Sgd::new", || {
+            Sgd::new(SgdConfig { lr: f32::NAN, ..SgdConfig::default() }).map(drop)
+        }),
+        row("Sgd with a negative learning rate", "Sgd::new", || {
+            Sgd::new(SgdConfig { lr: -0.1, ..SgdConfig::default() }).map(drop)
+        }),
         row("Sgd with negative momentum", "Sgd::new", || {
             Sgd::new(SgdConfig { momentum: -0.5, ..SgdConfig::default() }).map(drop)
         }),
         row("Sgd with nesterov and no momentum", "Sgd::new", || {
             Sgd::new(SgdConfig { nesterov: true, momentum: 0.0, ..SgdConfig::default() }).map(drop)
         }),
-        row("Adam with beta1 = 1", "Adam", || Adam::new(AdamConfig { betas: (1.0, 0.999), ..AdamConfig::adam() }).map(drop)),
+        row("Adam with beta1 = 1", "Adam", || {
+            Adam::new(AdamConfig { betas: (1.0, 0.999), ..AdamConfig::adam() }).map(drop)
+        }),
         row("Adam with a NaN beta2", "Adam", || {
             Adam::new(AdamConfig { betas: (0.9, f32::NAN), ..AdamConfig::adam() }).map(drop)
         }),
@@ -110,7 +118,9 @@ fn rows() -> Vec<Row> {
         row("set_lr(-1)", "set_lr", || Adam::new(AdamConfig::adam())?.set_lr(-1.0)),
         row("StepLr with a NaN gamma", "StepLr", || StepLr::new(0.1, 10, f32::NAN).map(drop)),
         row("StepLr with a step size of 0", "StepLr", || StepLr::new(0.1, 0, 0.5).map(drop)),
-        row("CosineAnnealing with a negative base", "CosineAnnealing", || CosineAnnealing::new(-1.0, 0.0, 10).map(drop)),
+        row("CosineAnnealing with a negative base", "CosineAnnealing", || {
+            CosineAnnealing::new(-1.0, 0.0, 10).map(drop)
+        }),
         row("CosineAnnealing over no steps", "CosineAnnealing", || CosineAnnealing::new(0.1, 0.0, 0).map(drop)),
         row("LinearWarmup from a factor of 2", "LinearWarmup", || {
             LinearWarmup::new(10, 2.0, StepLr::new(0.1, 10, 0.5)?).map(drop)

@@ -60,9 +60,9 @@ fn max_and_min_send_the_gradient_to_the_first_extremum() {
     y.add(&z.reshape(&[2]).unwrap().scale(10.0)).unwrap().sum_all().backward().unwrap();
     // d max: 1 at the first 3 (index 1) and at 5; d min (×10): at 0 and the first -1.
     close(&x.grad().unwrap(), &[0.0, 1.0, 0.0, 10.0, 10.0, 1.0, 0.0, 0.0]);
-    assert_eq!(x.argmax(1).unwrap(), vec![1, 1]);
-    assert_eq!(x.argmin(-1).unwrap(), vec![3, 0]);
-    assert_eq!(x.argmax(0).unwrap(), vec![0, 1, 0, 1]);
+    assert_eq!(x.argmax(1, false).unwrap().positions(), vec![1, 1]);
+    assert_eq!(x.argmin(-1, false).unwrap().positions(), vec![3, 0]);
+    assert_eq!(x.argmax(0, false).unwrap().positions(), vec![0, 1, 0, 1]);
 }
 
 #[test]
@@ -193,8 +193,8 @@ fn reductions_match_the_jax_goldens() {
         if let Some(idx) = case.raw.get("output_indices") {
             let want: Vec<usize> = golden::tensor(idx).to_vec().iter().map(|&v| v as usize).collect();
             let axis = case.attrs["axis"].as_i64().unwrap() as isize;
-            let got = if case.op == "max" { x.argmax(axis) } else { x.argmin(axis) };
-            assert_eq!(got.unwrap(), want, "{} indices", case.name);
+            let got = if case.op == "max" { x.argmax(axis, false) } else { x.argmin(axis, false) };
+            assert_eq!(got.unwrap().positions(), want, "{} indices", case.name);
         }
         y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
         assert_close(&x.grad().unwrap(), case.grads[0].as_ref().unwrap(), rel, &format!("{} grad", case.name));
@@ -213,8 +213,8 @@ fn reductions_reject_bad_axes() {
         ("logsumexp", |x| x.logsumexp(2, false)),
         ("prod", |x| x.prod(2, false)),
         ("cumsum", |x| x.cumsum(-3)),
-        ("argmax", |x| x.argmax(2).map(|_| Tensor::scalar(0.0))),
-        ("argmin", |x| x.argmin(2).map(|_| Tensor::scalar(0.0))),
+        ("argmax", |x| x.argmax(2, false).map(|_| Tensor::scalar(0.0))),
+        ("argmin", |x| x.argmin(2, false).map(|_| Tensor::scalar(0.0))),
     ] {
         let e = f(&x).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::AxisOutOfRange { .. }), "{name}: {e}");
@@ -241,7 +241,7 @@ fn reductions_over_empty_axes_are_errors_where_they_have_no_value() {
         let e = r.unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::EmptyTensor { .. }), "{name}: {e}");
     }
-    assert!(matches!(empty.argmax(1).unwrap_err().kind(), ErrorKind::EmptyTensor { .. }));
+    assert!(matches!(empty.argmax(1, false).unwrap_err().kind(), ErrorKind::EmptyTensor { .. }));
     // Reducing the non-empty axis is fine.
     assert_eq!(empty.max(0, false).unwrap().shape(), &[0]);
     assert_eq!(empty.cumsum(1).unwrap().shape(), &[2, 0]);

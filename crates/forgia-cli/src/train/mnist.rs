@@ -166,7 +166,7 @@ pub(crate) fn predict(model: &Cnn, images: &[f32]) -> forgia::Result<Vec<usize>>
         let end = (start + EVAL_BATCH).min(n);
         let pixels = images[start * PIXELS..end * PIXELS].to_vec();
         let x = Tensor::from_vec(normalized(pixels), &[end - start, 1, IMAGE_SIDE, IMAGE_SIDE])?;
-        predicted.extend(model.forward(&x, 0)?.argmax(1)?);
+        predicted.extend(model.forward(&x, 0)?.argmax(1, false)?.positions());
     }
     Ok(predicted)
 }
@@ -189,7 +189,7 @@ pub(crate) fn model_from_saved(saved: &SavedRun, user: &str) -> Result<Cnn, Trai
 
 /// How many rows of `logits [B, C]` have their maximum at the label.
 pub(super) fn count_correct(logits: &Tensor, labels: &[usize]) -> forgia::Result<usize> {
-    let predicted = logits.argmax(1)?;
+    let predicted = logits.argmax(1, false)?.positions();
     Ok(predicted.iter().zip(labels).filter(|(p, l)| p == l).count())
 }
 

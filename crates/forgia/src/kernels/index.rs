@@ -34,7 +34,7 @@ pub(crate) fn index_add(dst: &mut [f32], outer: usize, d: usize, inner: usize, i
 /// Calls `f(position in the index, offset in a packed tensor of shape `target`)` for every
 /// element of an index of shape `shape`, where the target offset uses the index's coordinates
 /// on every axis but `axis`, and the index value on `axis`.
-fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: impl FnMut(usize, usize)) {
+pub(crate) fn walk(shape: &[usize], target: &[usize], axis: usize, idx: &[usize], mut f: impl FnMut(usize, usize)) {
     let mut layout = Layout { shape: shape.into(), strides: contiguous_strides(target), offset: 0 };
     let axis_stride = std::mem::replace(&mut layout.strides[axis], 0) as usize;
     let mut p = 0;

@@ -2,6 +2,7 @@
 //! nothing about graphs; `ops/` validates inputs and wraps the results.
 
 pub(crate) mod attention;
+pub(crate) mod compare;
 pub(crate) mod conv;
 pub(crate) mod copy;
 pub(crate) mod dropout;
@@ -14,8 +15,10 @@ pub(crate) mod pointwise;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod rope;
+pub(crate) mod scatter;
 pub(crate) mod simd;
 pub(crate) mod softmax;
+pub(crate) mod sort;
 pub(crate) mod ste;
 
 /// The first `n` consecutive chunks of `len` floats of `buf` (empty ones when `len` is 0): how

@@ -77,6 +77,19 @@ impl Indices {
         self.data.is_empty()
     }
 
+    /// The values as positions, row-major (a negative value, which no axis has, becomes
+    /// `usize::MAX`): for comparing predictions such as [`Tensor::argmax`] with labels.
+    ///
+    /// ```
+    /// use forgia::Tensor;
+    /// let logits = Tensor::from_vec(vec![0.1, 0.7, 0.9, 0.0], &[2, 2])?;
+    /// assert_eq!(logits.argmax(1, false)?.positions(), vec![1, 0]);
+    /// # Ok::<(), forgia::Error>(())
+    /// ```
+    pub fn positions(&self) -> Vec<usize> {
+        self.data.iter().map(|&i| usize::try_from(i).unwrap_or(usize::MAX)).collect()
+    }
+
     /// The same values with another shape of equal size.
     ///
     /// # Errors
@@ -137,13 +150,13 @@ impl From<&[i64]> for Indices {
 }
 
 /// `[outer, d, inner]` sizes around `axis`.
-fn split3(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+pub(crate) fn split3(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     (numel(&shape[..axis]), shape[axis], numel(&shape[axis + 1..]))
 }
 
 /// Checks a gather/scatter index against a tensor: same rank, and no larger than `bound` on
 /// every axis (but `axis` when `skip_axis`).
-fn check_like(op: &'static str, idx: &Indices, bound: &[usize], axis: usize, skip_axis: bool) -> Result<()> {
+pub(crate) fn check_like(op: &'static str, idx: &Indices, bound: &[usize], axis: usize, skip_axis: bool) -> Result<()> {
     let ok = idx.rank() == bound.len()
         && idx.shape().iter().zip(bound).enumerate().all(|(i, (&a, &b))| a <= b || (skip_axis && i == axis));
     if !ok {

@@ -4,6 +4,7 @@
 pub(crate) mod activation;
 pub(crate) mod attention;
 pub(crate) mod binary;
+pub(crate) mod compare;
 pub(crate) mod conv;
 pub(crate) mod dropout;
 pub(crate) mod einsum;
@@ -20,8 +21,10 @@ pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod reduce_ext;
 pub(crate) mod rope;
+pub(crate) mod scatter;
 pub(crate) mod shape;
 pub(crate) mod softmax;
+pub(crate) mod sort;
 pub(crate) mod ste;
 pub(crate) mod unary;
 pub(crate) mod where_;

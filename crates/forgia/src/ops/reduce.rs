@@ -8,6 +8,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::reduce as k;
+use crate::ops::index::Indices;
 use crate::tensor::layout::numel;
 use crate::tensor::{Array, Axes, Axis, Shape};
 
@@ -180,36 +181,40 @@ impl Tensor {
         }))
     }
 
-    /// The position of the first maximum along `axis`, for every other index: a `Vec` in
-    /// row-major order of the shape with `axis` removed (not differentiable, so not a tensor).
+    /// The position of the first maximum along `axis` as an index tensor (`torch.argmax(x,
+    /// dim, keepdim)`): the shape of `x` with `axis` removed, or kept as size 1. A NaN counts
+    /// as the maximum (the first NaN's position), as in PyTorch. Not differentiable.
     ///
     /// ```
     /// use forgia::Tensor;
     /// let logits = Tensor::from_vec(vec![0.1, 0.7, 0.2, 0.9, 0.0, 0.9], &[2, 3])?;
-    /// assert_eq!(logits.argmax(1)?, vec![1, 0]);
+    /// assert_eq!(logits.argmax(1, false)?.data(), &[1, 0]);
+    /// assert_eq!(logits.argmax(1, true)?.shape(), &[2, 1]);
     /// # Ok::<(), forgia::Error>(())
     /// ```
     ///
     /// # Errors
     /// As [`Tensor::max`].
-    pub fn argmax(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
-        let axis = axis.into();
-        if let Some(v) = scalar_as_vector(self, "argmax", &Axes(vec![axis.clone()]))? {
-            return v.argmax(0);
-        }
-        Ok(self.extremum_parts("argmax", axis, true)?.2)
+    pub fn argmax(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Indices> {
+        self.arg_extremum("argmax", axis.into(), keepdim, true)
     }
 
-    /// The position of the first minimum along `axis`; layout as [`Tensor::argmax`].
+    /// The position of the first minimum along `axis` (a NaN counts as the minimum); shape
+    /// as [`Tensor::argmax`].
     ///
     /// # Errors
     /// As [`Tensor::max`].
-    pub fn argmin(&self, axis: impl Into<Axis>) -> Result<Vec<usize>> {
-        let axis = axis.into();
-        if let Some(v) = scalar_as_vector(self, "argmin", &Axes(vec![axis.clone()]))? {
-            return v.argmin(0);
+    pub fn argmin(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Indices> {
+        self.arg_extremum("argmin", axis.into(), keepdim, false)
+    }
+
+    fn arg_extremum(&self, op: &'static str, axis: Axis, keepdim: bool, max: bool) -> Result<Indices> {
+        if let Some(v) = scalar_as_vector(self, op, &Axes(vec![axis.clone()]))? {
+            return v.arg_extremum(op, Axis::Index(0), false, max)?.reshape(&[]);
         }
-        Ok(self.extremum_parts("argmin", axis, false)?.2)
+        let (plan, _, args) = self.extremum_parts(op, axis, max)?;
+        let shape = if keepdim { &plan.kept } else { &plan.out };
+        Indices::new(args.into_iter().map(|a| a as i64).collect(), shape)
     }
 
     /// Checks, plans and runs an extremum: `(plan, values, positions)`.
