@@ -1,5 +1,6 @@
 //! Loss functions (PyTorch semantics): class losses over logits or log-probabilities with
-//! integer labels (`cross_entropy` with a fused one-pass backward, `nll_loss`), and the
+//! integer labels (`cross_entropy` with a fused one-pass backward, `nll_loss`), with class
+//! weights (`cross_entropy_weighted`) or probability targets (`cross_entropy_probs`), and the
 //! elementwise regression / binary losses re-exported from `loss_elementwise`.
 //!
 //! ```
@@ -14,7 +15,10 @@
 
 use smallvec::SmallVec;
 
-pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
+pub use super::loss_elementwise::{
+    binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss, huber_loss, kl_div, l1_loss,
+    margin_ranking_loss, mse_loss, smooth_l1_loss,
+};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
@@ -88,6 +92,109 @@ pub fn cross_entropy(logits: &Tensor, labels: &Indices, options: CrossEntropyOpt
     per_row("cross_entropy", logits, labels, options.ignore_index, options.reduction, |x, t| {
         cross_entropy_2d(x, t, eps, options.reduction)
     })
+}
+
+/// [`cross_entropy`] with a weight per class (PyTorch's `weight=`): row `r` with label `y`
+/// costs `(1-ε)·w_y·(lse - x_y) + (ε/C)·Σ_c w_c·(lse - x_c)`; ignored rows cost 0. `Mean`
+/// divides the sum by `Σ w_y` over the rows not ignored (PyTorch's weighted mean; NaN when
+/// that is 0), not by the row count.
+///
+/// Backward: through `log_softmax` (its fused record) and a constant coefficient matrix:
+/// `gx = (Σ_c a_c · softmax(x) - a) · gy / denom` per row, `a` the coefficients above.
+/// Differentiable to every order.
+///
+/// # Errors
+/// As [`cross_entropy`], plus `ShapeMismatch` when `weight` is not `[C]`.
+pub fn cross_entropy_weighted(
+    logits: &Tensor,
+    labels: &Indices,
+    weight: &Tensor,
+    options: CrossEntropyOptions,
+) -> Result<Tensor> {
+    const OP: &str = "cross_entropy";
+    let eps = options.label_smoothing;
+    check::unit_interval(OP, "label_smoothing", eps)?;
+    per_row(OP, logits, labels, options.ignore_index, options.reduction, |x, t| {
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        if weight.shape() != [c] {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: x.shape().to_vec(), rhs: weight.shape().to_vec() });
+        }
+        let w = weight.to_vec();
+        let mut a = crate::tensor::buffer(OP, n * c)?;
+        k::weighted_targets(t, &w, eps, &mut a);
+        let rows = x.log_softmax(1)?.mul(&Tensor::from_parts(a, &[n, c]))?.sum(1, false)?.neg();
+        match options.reduction {
+            Reduction::None => Ok(rows),
+            Reduction::Sum => Ok(rows.sum_all()),
+            _ => {
+                let denom: f64 = t.iter().flatten().map(|&y| w[y] as f64).sum();
+                Ok(rows.sum_all().scale((1.0 / denom) as f32))
+            }
+        }
+    })
+}
+
+/// Cross-entropy against probability ("soft") targets of the logits' shape (PyTorch's
+/// `cross_entropy` with a float target): row cost `-Σ_c w_c·t'_c·log_softmax(x)_c` with the
+/// smoothed target `t' = (1-ε)·t + ε/C` and optional class weights `w` (`[C]`, default 1).
+/// `Mean` divides by the number of rows (`N·d…`), whatever the weights; `ignore_index` does
+/// not apply to probability targets.
+///
+/// Backward: through `log_softmax` and `mul`: `g_logits = (Σ_c w_c t'_c · softmax(x) - w·t')
+/// · gy`, `g_target = -(1-ε)·w·log_softmax(x)·gy`. Differentiable to every order.
+///
+/// # Errors
+/// `RankMismatch` for logits of rank < 2; `ShapeMismatch` when the target's shape differs from
+/// the logits' or `weight` is not `[C]`; `InvalidArgument` for `label_smoothing` outside
+/// `[0, 1]` or `BatchMean`; `EmptyTensor` for zero classes.
+pub fn cross_entropy_probs(
+    logits: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    options: CrossEntropyOptions,
+) -> Result<Tensor> {
+    const OP: &str = "cross_entropy";
+    let eps = options.label_smoothing;
+    check::unit_interval(OP, "label_smoothing", eps)?;
+    if options.reduction == Reduction::BatchMean {
+        let reason = "BatchMean is for elementwise losses".into();
+        return fail(ErrorKind::InvalidArgument { op: OP, arg: "reduction", reason });
+    }
+    if logits.rank() < 2 {
+        return fail(ErrorKind::RankMismatch {
+            op: OP,
+            expected: "rank >= 2 ([N, C, ...])",
+            shape: logits.shape().to_vec(),
+        });
+    }
+    if target.shape() != logits.shape() {
+        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: target.shape().to_vec() });
+    }
+    let c = logits.shape()[1];
+    if c == 0 {
+        return fail(ErrorKind::EmptyTensor { op: OP, shape: logits.shape().to_vec() });
+    }
+    if let Some(w) = weight.filter(|w| w.shape() != [c]) {
+        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: w.shape().to_vec() });
+    }
+    let rows_shape: Vec<usize> = [logits.shape()[0]].into_iter().chain(logits.shape()[2..].iter().copied()).collect();
+    let flat = |t: &Tensor| -> Result<Tensor> {
+        if t.rank() == 2 {
+            return Ok(t.clone());
+        }
+        let perm: Vec<usize> = [0].into_iter().chain(2..t.rank()).chain([1]).collect();
+        t.permute(&perm)?.reshape(&[rows_shape.iter().product(), c])
+    };
+    let mut coef = flat(target)?.scale(1.0 - eps).add_scalar(eps / c as f32);
+    if let Some(w) = weight {
+        coef = coef.mul(&w.detach())?;
+    }
+    let rows = flat(logits)?.log_softmax(1)?.mul(&coef)?.sum(1, false)?.neg();
+    match options.reduction {
+        Reduction::None => rows.reshape(&rows_shape),
+        Reduction::Sum => Ok(rows.sum_all()),
+        _ => rows.mean_all(),
+    }
 }
 
 /// Negative log-likelihood of log-probabilities `[N, C]` (or `[N, C, d...]`) at integer
