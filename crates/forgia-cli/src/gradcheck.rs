@@ -4,6 +4,7 @@
 //! fails.
 
 mod inputs;
+mod layers_loss;
 
 use std::time::Instant;
 
@@ -77,6 +78,7 @@ fn cases() -> Vec<Case> {
     all.extend(loss_cases());
     all.extend(nn_cases());
     all.extend(extension_cases());
+    all.extend(layers_loss::layers_loss_cases());
     all
 }
 

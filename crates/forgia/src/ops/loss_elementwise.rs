@@ -166,11 +166,10 @@ pub fn binary_cross_entropy(
     let l = clamped_log(&p)?.mul(&t)?.add(&clamped_log(&p.neg().add_scalar(1.0))?.mul(&t.neg().add_scalar(1.0))?)?;
     let mut l = attach(l.neg(), &[input, target], || BceBackward { p: input.value(), t: target.value() });
     if let Some(w) = weight {
-        let weighted = l.mul(w)?;
-        if weighted.shape() != input.shape() {
+        if broadcast_shapes(OP, input.shape(), w.shape())?.as_slice() != input.shape() {
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: input.shape().to_vec(), rhs: w.shape().to_vec() });
         }
-        l = weighted;
+        l = l.mul(w)?;
     }
     reduce(OP, l, reduction)
 }
