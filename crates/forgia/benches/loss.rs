@@ -58,5 +58,34 @@ fn more_losses(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, losses, more_losses);
+/// The fused linear–cross-entropy against `linear` + `cross_entropy` (forward + backward) on
+/// an LM head of vocabulary 8192, width 256, 1024 tokens. Its point is memory (see the
+/// `loss_linear` test); the time is here to see what the recomputation costs.
+fn linear_cross_entropy(c: &mut Criterion) {
+    let mut rng = Rng::new(6);
+    let (t, d, v) = (1024, 256, 8192);
+    let h = Tensor::randn(&[t, d], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let w = Tensor::randn(&[v, d], 0.0, 0.05, &mut rng).unwrap().into_variable();
+    let labels = Indices::from((0..t).map(|_| rng.below(v)).collect::<Vec<usize>>());
+    let mut g = c.benchmark_group("linear_cross_entropy_1024x256x8192");
+    g.sample_size(10);
+    g.bench_function("fused_fwd_bwd", |b| {
+        b.iter(|| {
+            let opts = loss::LinearCrossEntropyOptions { chunk: 256, ..Default::default() };
+            loss::linear_cross_entropy(&h, &w, None, &labels, opts).unwrap().backward().unwrap();
+            h.zero_grad();
+            w.zero_grad();
+        })
+    });
+    g.bench_function("unfused_fwd_bwd", |b| {
+        b.iter(|| {
+            loss::cross_entropy(&h.linear(&w, None).unwrap(), &labels, Default::default()).unwrap().backward().unwrap();
+            h.zero_grad();
+            w.zero_grad();
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, losses, more_losses, linear_cross_entropy);
 criterion_main!(benches);

@@ -1,6 +1,6 @@
 //! `forgia gradcheck` rows for issue 15's layers, losses and shape ops.
 
-use forgia::loss::{self, CrossEntropyOptions, Reduction};
+use forgia::loss::{self, CrossEntropyOptions, LinearCrossEntropyOptions, Reduction};
 use forgia::{PadMode, Rng, Tensor, UnfoldOptions};
 
 use super::inputs::{as_indices, away_from_zero, distinct, index_tensor, normal, positive};
@@ -106,6 +106,14 @@ fn loss_rows() -> Vec<Case> {
             "margin_ranking_loss",
             |r| vec![normal(&[5], r), normal(&[5], r), signs(&[5], r)],
             |x| loss::margin_ranking_loss(&x[0], &x[1], &x[2], 10.0, Reduction::Sum),
+        ),
+        case(
+            "linear_cross_entropy",
+            |r| vec![normal(&[5, 3], r), normal(&[6, 3], r), normal(&[6], r), index_tensor(&[5], 6, r)],
+            |x| {
+                let opts = LinearCrossEntropyOptions { chunk: 2, ..LinearCrossEntropyOptions::default() };
+                loss::linear_cross_entropy(&x[0], &x[1], Some(&x[2]), &as_indices(&x[3])?, opts)
+            },
         ),
     ]
 }

@@ -89,3 +89,12 @@ pub(crate) fn weighted_targets(targets: &[Option<usize>], w: &[f32], eps: f32, o
         }
     }
 }
+
+/// Adds the column sums of the packed `[rows, cols]` block `x` into `out` (`[cols]`).
+pub(crate) fn add_column_sums(x: &[f32], cols: usize, out: &mut [f32]) {
+    for row in x.chunks_exact(cols.max(1)) {
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+}

@@ -19,6 +19,7 @@ pub use super::loss_elementwise::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss, huber_loss, kl_div, l1_loss,
     margin_ranking_loss, mse_loss, smooth_l1_loss,
 };
+pub use super::loss_linear::{linear_cross_entropy, LinearCrossEntropyOptions};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
@@ -239,15 +240,7 @@ fn per_row(
     if labels.shape() != want.as_slice() {
         return fail(ErrorKind::ShapeMismatch { op, lhs: x.shape().to_vec(), rhs: labels.shape().to_vec() });
     }
-    let targets: Vec<Option<usize>> = labels
-        .data()
-        .iter()
-        .map(|&l| match l {
-            l if l == ignore => Ok(None),
-            l if l >= 0 && (l as u64) < c as u64 => Ok(Some(l as usize)),
-            l => fail(ErrorKind::IndexOutOfRange { op, index: l, size: c }),
-        })
-        .collect::<Result<_>>()?;
+    let targets = class_targets(op, labels, c, ignore)?;
     if x.rank() == 2 {
         return f(x, &targets);
     }
@@ -261,8 +254,21 @@ fn per_row(
     }
 }
 
+/// Each label as a class in `0..c`, or `None` for `ignore`.
+pub(super) fn class_targets(op: &'static str, labels: &Indices, c: usize, ignore: i64) -> Result<Vec<Option<usize>>> {
+    labels
+        .data()
+        .iter()
+        .map(|&l| match l {
+            l if l == ignore => Ok(None),
+            l if l >= 0 && (l as u64) < c as u64 => Ok(Some(l as usize)),
+            l => fail(ErrorKind::IndexOutOfRange { op, index: l, size: c }),
+        })
+        .collect()
+}
+
 /// Per-row values combined by `reduction`, and the count of rows not ignored.
-fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (Tensor, usize) {
+pub(super) fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (Tensor, usize) {
     let count = targets.iter().filter(|t| t.is_some()).count();
     let total = rows.iter().map(|&v| v as f64).sum::<f64>();
     let out = match reduction {
@@ -275,14 +281,14 @@ fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (
 
 /// The per-row gradient scale `w_row * g_row` (ignoring `gy`): 0 for ignored rows, `1/count`
 /// under `Mean`, 1 otherwise, as an `[N, 1]` constant.
-fn row_weights(targets: &[Option<usize>], reduction: Reduction, count: usize) -> Tensor {
+pub(super) fn row_weights(targets: &[Option<usize>], reduction: Reduction, count: usize) -> Tensor {
     let w = if reduction == Reduction::Mean { 1.0 / count as f32 } else { 1.0 };
     let data = targets.iter().map(|t| if t.is_some() { w } else { 0.0 }).collect();
     Tensor::from_parts(data, &[targets.len(), 1])
 }
 
 /// `gy` shaped to broadcast against `[N, C]`: `[N, 1]` per row, or `[1, 1]` for a scalar.
-fn gy_rows(gy: &Tensor) -> Result<Tensor> {
+pub(super) fn gy_rows(gy: &Tensor) -> Result<Tensor> {
     if gy.rank() == 0 {
         gy.reshape(&[1, 1])
     } else {

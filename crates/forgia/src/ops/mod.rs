@@ -15,6 +15,7 @@ pub(crate) mod join;
 pub(crate) mod linear;
 pub mod loss;
 mod loss_elementwise;
+mod loss_linear;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 mod operators;
