@@ -23,6 +23,9 @@ fn arg(k: &ErrorKind) -> bool {
 fn index(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::IndexOutOfRange { .. })
 }
+fn overflow(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::SizeOverflow { .. } | ErrorKind::OutOfMemory { .. } | ErrorKind::WorkLimitExceeded { .. })
+}
 fn empty(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::EmptyTensor { .. })
 }
@@ -35,7 +38,10 @@ fn op_of(k: &ErrorKind) -> &'static str {
         | ErrorKind::AxisOutOfRange { op, .. }
         | ErrorKind::InvalidArgument { op, .. }
         | ErrorKind::IndexOutOfRange { op, .. }
-        | ErrorKind::EmptyTensor { op, .. } => op,
+        | ErrorKind::EmptyTensor { op, .. }
+        | ErrorKind::SizeOverflow { op, .. }
+        | ErrorKind::OutOfMemory { op, .. }
+        | ErrorKind::WorkLimitExceeded { op, .. } => op,
         other => panic!("unexpected kind {other:?}"),
     }
 }
@@ -169,6 +175,15 @@ fn layers_losses_and_shape_ops_turn_bad_input_into_named_errors() {
         ("pad circular too wide", "pad", a23.pad_with(&[(3, 0), (0, 0)], PadMode::Circular), arg),
         ("pad replicate empty", "pad", t(&[0, 2]).pad_with(&[(1, 0), (0, 0)], PadMode::Replicate), arg),
         ("pad pairs", "pad", a23.pad_with(&[(1, 1)], PadMode::Reflect), shape),
+        // Sizes near the edge of usize are errors, not overflows.
+        ("diag huge offset", "diag", a4.diag(isize::MAX), overflow),
+        ("diag_embed huge offset", "diag_embed", a23.diag_embed(isize::MIN, -2, -1), overflow),
+        (
+            "unfold huge padding",
+            "unfold",
+            t(&[1, 1, 2, 2]).unfold(UnfoldOptions { padding: [1 << 40, 1 << 40], ..o }),
+            overflow,
+        ),
     ];
     for (what, op, result, check) in rows {
         match result {

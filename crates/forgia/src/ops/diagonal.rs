@@ -18,7 +18,9 @@ use crate::tensor::{Layout, Shape};
 /// diagonal appended last with stride `s1 + s2`.
 fn diagonal_layout(l: &Layout, offset: isize, d1: usize, d2: usize) -> Layout {
     let (n1, n2) = (l.shape[d1] as isize, l.shape[d2] as isize);
-    let len = if offset >= 0 { n1.min(n2 - offset) } else { (n1 + offset).min(n2) }.max(0) as usize;
+    // Saturating: an offset near `isize::MIN` or `MAX` is simply an empty diagonal.
+    let len =
+        if offset >= 0 { n1.min(n2.saturating_sub(offset)) } else { n1.saturating_add(offset).min(n2) }.max(0) as usize;
     let start = if len == 0 {
         0
     } else if offset >= 0 {
@@ -115,7 +117,8 @@ impl Tensor {
     pub fn diag(&self, diagonal: isize) -> Result<Tensor> {
         match self.rank() {
             1 => {
-                let m = self.shape()[0] + diagonal.unsigned_abs();
+                let m = crate::tensor::Size::add("diag", self.shape(), self.shape()[0], diagonal.unsigned_abs())?;
+                crate::tensor::Size::of("diag", &[m, m])?;
                 diagonal_scatter(self, &[m, m], diagonal, 0, 1)
             }
             2 => self.diagonal(diagonal, 0, 1),
@@ -138,7 +141,8 @@ impl Tensor {
         }
         let rank = self.rank() + 1;
         let (d1, d2) = two_axes("diag_embed", dim1, dim2, rank)?;
-        let m = self.shape()[self.rank() - 1] + offset.unsigned_abs();
+        let m =
+            crate::tensor::Size::add("diag_embed", self.shape(), self.shape()[self.rank() - 1], offset.unsigned_abs())?;
         let mut batch = self.shape()[..self.rank() - 1].iter();
         let shape: Vec<usize> =
             (0..rank).map(|a| if a == d1 || a == d2 { m } else { *batch.next().unwrap_or(&0) }).collect();

@@ -89,7 +89,7 @@ impl Tensor {
         let (n, c, image) = if batched { (s[0], s[1], [s[2], s[3]]) } else { (1, s[0], [s[1], s[2]]) };
         let g = options.windows(OP, c, image)?;
         let rows = crate::tensor::Size::mul(OP, s, c, options.kernel[0].saturating_mul(options.kernel[1]))?;
-        let l = g.blocks[0] * g.blocks[1];
+        let l = crate::tensor::Size::mul(OP, s, g.blocks[0], g.blocks[1])?;
         let shape = if batched { vec![n, rows, l] } else { vec![rows, l] };
         let numel = crate::tensor::Size::of(OP, &shape)?.numel();
         let mut cols = crate::tensor::zeroed(OP, numel)?;
@@ -127,8 +127,9 @@ impl Tensor {
         let per = options.kernel[0].saturating_mul(options.kernel[1]);
         let c = rows.checked_div(per).unwrap_or(0);
         let g = options.windows(OP, c, output_size)?;
-        if !rows.is_multiple_of(per.max(1)) || l != g.blocks[0] * g.blocks[1] {
-            let want = vec![c * per, g.blocks[0] * g.blocks[1]];
+        let positions = g.blocks[0].checked_mul(g.blocks[1]);
+        if !rows.is_multiple_of(per.max(1)) || positions != Some(l) {
+            let want = vec![c * per, positions.unwrap_or(usize::MAX)];
             return fail(ErrorKind::ShapeMismatch { op: OP, lhs: s.to_vec(), rhs: want });
         }
         let shape =
