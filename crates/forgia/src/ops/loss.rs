@@ -1,6 +1,7 @@
 //! Loss functions (PyTorch semantics): class losses over logits or log-probabilities with
 //! integer labels (`cross_entropy` with a fused one-pass backward, `nll_loss`), with class
-//! weights (`cross_entropy_weighted`) or probability targets (`cross_entropy_probs`), and the
+//! weights (`cross_entropy_weighted`) or probability targets (`cross_entropy_probs`), the fused
+//! `linear_cross_entropy` (an LM head without its full logits, in `loss_linear`), and the
 //! elementwise regression / binary losses re-exported from `loss_elementwise`.
 //!
 //! ```
