@@ -5,6 +5,7 @@
 
 mod inputs;
 mod layers_loss;
+mod second_order;
 
 use std::time::Instant;
 
@@ -24,6 +25,10 @@ pub(crate) struct GradcheckArgs {
     /// Seed of the random shapes and values.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Check second order instead: the gradient of `sum(grad(f)·v)` from a `create_graph`
+    /// pass against finite differences of first-order gradients (gradgradcheck).
+    #[arg(long)]
+    second_order: bool,
 }
 
 /// An error of the gradcheck command.
@@ -79,6 +84,7 @@ fn cases() -> Vec<Case> {
     all.extend(nn_cases());
     all.extend(extension_cases());
     all.extend(layers_loss::layers_loss_cases());
+    all.extend(attention_next_cases());
     all
 }
 
@@ -391,6 +397,84 @@ fn nn_cases() -> Vec<Case> {
     ]
 }
 
+/// Attention's newer options (grouped heads, boolean and key masks, window, ALiBi, sinks,
+/// dropout), RoPE at offsets and position ids, and the masked softmax.
+fn attention_next_cases() -> Vec<Case> {
+    fn gqa(x: &[Tensor], o: AttentionOptions<'_>) -> Result<Tensor> {
+        x[0].scaled_dot_product_attention(&x[1], &x[2], AttentionOptions { enable_gqa: true, ..o })
+    }
+    vec![
+        case(
+            "sdpa grouped-query",
+            |r| vec![normal(&[1, 4, 3, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r)],
+            |x| gqa(x, AttentionOptions { causal: true, ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa bool mask",
+            |r| {
+                vec![
+                    normal(&[1, 4, 3, 4], r),
+                    normal(&[1, 2, 4, 4], r),
+                    normal(&[1, 2, 4, 3], r),
+                    mask(&[1, 1, 3, 4], r),
+                ]
+            },
+            |x| gqa(x, AttentionOptions { bool_mask: Some(&x[3]), ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa key mask",
+            |r| vec![normal(&[2, 4, 3, 4], r), normal(&[2, 2, 4, 4], r), normal(&[2, 2, 4, 3], r), mask(&[2, 4], r)],
+            |x| gqa(x, AttentionOptions { key_mask: Some(&x[3]), ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa sliding window",
+            |r| vec![normal(&[1, 4, 5, 4], r), normal(&[1, 2, 5, 4], r), normal(&[1, 2, 5, 3], r)],
+            |x| gqa(x, AttentionOptions { window: Some(2), causal: true, ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa alibi",
+            |r| vec![normal(&[1, 4, 4, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r)],
+            |x| {
+                let slopes = forgia::alibi_slopes(4);
+                gqa(x, AttentionOptions { alibi_slopes: Some(&slopes), causal: true, ..AttentionOptions::default() })
+            },
+        ),
+        case(
+            "sdpa sinks",
+            |r| vec![normal(&[1, 4, 3, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r), normal(&[4], r)],
+            |x| gqa(x, AttentionOptions { sinks: Some(&x[3]), ..AttentionOptions::default() }),
+        ),
+        case(
+            "sdpa dropout",
+            |r| vec![normal(&[1, 4, 3, 4], r), normal(&[1, 2, 4, 4], r), normal(&[1, 2, 4, 3], r)],
+            |x| {
+                let dropout = Some(forgia::AttentionDropout { p: 0.3, seed: 17 });
+                gqa(x, AttentionOptions { dropout, ..AttentionOptions::default() })
+            },
+        ),
+        case(
+            "rope (offset, interleaved)",
+            |r| vec![normal(&[1, 2, 3, 4], r)],
+            |x| x[0].rope_with(10_000.0, forgia::RopeOptions { offset: 5, interleaved: true, ..Default::default() }),
+        ),
+        case(
+            "rope (position ids)",
+            |r| vec![normal(&[2, 2, 3, 4], r), index_tensor(&[2, 3], 50, r)],
+            |x| x[0].rope_with(10_000.0, forgia::RopeOptions { positions: Some(&x[1]), ..Default::default() }),
+        ),
+        case(
+            "masked_softmax",
+            |r| vec![normal(&[3, 4], r), normal(&[4], r)],
+            |x| {
+                // The last line is masked out entirely (zeros); the others keep two or more.
+                let keep = Tensor::from_vec(vec![1., 0., 1., 1., 0., 1., 1., 0., 0., 0., 0., 0.], &[3, 4])?;
+                let opts = forgia::MaskedSoftmaxOptions { scale: Some(0.5), mask: Some(&x[1]), bool_mask: Some(&keep) };
+                x[0].masked_softmax(1, opts)
+            },
+        ),
+    ]
+}
+
 /// A custom op for the table: `y = x³`, `dy/dx = 3x²`.
 struct Cube;
 
@@ -419,13 +503,28 @@ fn extension_cases() -> Vec<Case> {
         case(
             "elemental_unary",
             |r| vec![normal(&ab(r), r)],
-            |x| Ok(forgia::elemental_unary(&x[0], |v| v.sin() * v, |v, _y, g| g * (v.cos() * v + v.sin()))),
+            |x| {
+                // y = x·sin x; gx = g·(x cos x + sin x); its derivatives: g·(2 cos x - x sin x), (x cos x + sin x)
+                Ok(forgia::elemental_unary_with_second(
+                    &x[0],
+                    |v| v.sin() * v,
+                    |v, _y, g| g * (v.cos() * v + v.sin()),
+                    |v, _y, g, u| (u * g * (2.0 * v.cos() - v * v.sin()), u * (v.cos() * v + v.sin())),
+                ))
+            },
         ),
         case(
             "elemental_binary",
             |r| broadcast_pair(r, false),
             |x| {
-                forgia::elemental_binary(&x[0], &x[1], |a, b| a * b.exp(), |a, b, _y, g| (g * b.exp(), g * a * b.exp()))
+                // y = a·eᵇ; (ga, gb) = (g·eᵇ, g·a·eᵇ), differentiated in a, b and g
+                forgia::elemental_binary_with_second(
+                    &x[0],
+                    &x[1],
+                    |a, b| a * b.exp(),
+                    |a, b, _y, g| (g * b.exp(), g * a * b.exp()),
+                    |a, b, _y, g, ga, gb| (gb * g * b.exp(), (ga + gb * a) * g * b.exp(), (ga + gb * a) * b.exp()),
+                )
             },
         ),
     ]
@@ -472,7 +571,7 @@ pub(crate) fn run(args: &GradcheckArgs) -> std::result::Result<(), GradcheckErro
     println!("{:<34} {:<34} {:>8} {:>10}  result", "op", "input shapes", "checked", "max error");
     let mut failed = Vec::new();
     for case in &selected {
-        let row = check(case, args.seed);
+        let row = if args.second_order { second_order::check(case, args.seed) } else { check(case, args.seed) };
         let verdict = match &row.verdict {
             Ok(true) => "pass".to_string(),
             Ok(false) => "FAIL".to_string(),

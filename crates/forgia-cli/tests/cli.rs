@@ -211,6 +211,16 @@ fn gradcheck_passes_for_every_op() {
 }
 
 #[test]
+fn gradcheck_second_order_sweep_passes_for_every_op() {
+    // Every row of the table, attention included: no op refuses a graph.
+    let text = succeed(&["gradcheck", "--second-order"]);
+    for op in ["conv2d", "layer_norm", "checkpoint", "max_pool2d", "scaled_dot_product_attention"] {
+        assert!(text.contains(op), "{op}: {text}");
+    }
+    assert!(!text.contains("FAIL") && !text.contains("ERROR"), "{text}");
+}
+
+#[test]
 fn activation_checkpointing_does_not_change_the_loss_curve() {
     let dir = TempDir::new("checkpointing");
     let (plain, saved) = (dir.path().join("plain"), dir.path().join("saved"));

@@ -1,6 +1,8 @@
 //! Scaled dot-product attention benches: forward, and forward + backward, causal, at a large
 //! head shape and at the small-head shape of the W6 character transformer (fed the head-split
-//! views `x.reshape(B, S, H, dh).transpose(1, 2)` that `MultiHeadAttention` passes).
+//! views `x.reshape(B, S, H, dh).transpose(1, 2)` that `MultiHeadAttention` passes), and
+//! grouped-query attention (Llama-style 4 query heads per key/value head) against the same
+//! shape with the key/value heads repeated.
 #![allow(missing_docs)] // criterion_group! generates an undocumented `pub fn`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -39,9 +41,47 @@ fn attention(c: &mut Criterion) {
     bench_shape(c, "b32h4s64d32", || xs.each_ref().map(split), &xs);
 }
 
+/// Grouped-query attention `[B, Hq, S, D]` with `Hq / Hkv = 4`, forward and forward + backward,
+/// causal, and the multi-head baseline that materializes the repeated key/value heads.
+fn gqa(c: &mut Criterion) {
+    let mut rng = Rng::new(1);
+    let (b, hq, hkv, s, d) = (4, 16, 4, 128, 64);
+    let q = Tensor::randn(&[b, hq, s, d], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let kv = [(); 2].map(|_| Tensor::randn(&[b, hkv, s, d], 0.0, 1.0, &mut rng).unwrap().into_variable());
+    let opts = AttentionOptions { causal: true, enable_gqa: true, ..Default::default() };
+    let name = format!("b{b}hq{hq}hkv{hkv}s{s}d{d}_causal");
+    c.bench_function(&format!("sdpa_gqa_fwd_{name}"), |bch| {
+        bch.iter(|| {
+            let _g = forgia::no_grad();
+            q.scaled_dot_product_attention(&kv[0], &kv[1], opts).unwrap()
+        })
+    });
+    c.bench_function(&format!("sdpa_gqa_fwd_bwd_{name}"), |bch| {
+        bch.iter(|| {
+            q.scaled_dot_product_attention(&kv[0], &kv[1], opts).unwrap().sum_all().backward().unwrap();
+            for t in [&q, &kv[0], &kv[1]] {
+                t.zero_grad();
+            }
+        })
+    });
+    let repeat = |t: &Tensor| {
+        t.unsqueeze(2).unwrap().broadcast_to(&[b, hkv, hq / hkv, s, d]).unwrap().reshape(&[b, hq, s, d]).unwrap()
+    };
+    let mha = AttentionOptions { causal: true, ..Default::default() };
+    c.bench_function(&format!("sdpa_repeated_kv_fwd_bwd_{name}"), |bch| {
+        bch.iter(|| {
+            let (k, v) = (repeat(&kv[0]), repeat(&kv[1]));
+            q.scaled_dot_product_attention(&k, &v, mha).unwrap().sum_all().backward().unwrap();
+            for t in [&q, &kv[0], &kv[1]] {
+                t.zero_grad();
+            }
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(3));
-    targets = attention
+    targets = attention, gqa
 }
 criterion_main!(benches);

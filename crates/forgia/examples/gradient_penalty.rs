@@ -3,8 +3,10 @@
 //! critic's weights. Here the critic learns to have input gradients of norm 1.
 //!
 //! Run it with `cargo run --release -p forgia --example gradient_penalty`. Second-order
-//! passes cover linear/matmul, pointwise ops, reductions and softmax; conv and norm layers
-//! refuse them with `DoubleBackwardUnsupported`.
+//! passes cover every op but attention: linear/matmul, pointwise ops, reductions, softmax,
+//! conv, pooling and normalization layers, checkpoints, and elemental ops given a
+//! second-derivative closure (a CNN critic works the same way; see `tests/second_order.rs`).
+//! Attention refuses them with `DoubleBackwardUnsupported`.
 
 use forgia::nn::{Linear, Sequential, Tanh};
 use forgia::optim::{Adam, AdamConfig, Optimizer};

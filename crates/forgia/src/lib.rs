@@ -112,13 +112,17 @@ pub use autograd::{checkpoint, checkpoint_with, custom_op, CustomOp};
 pub use autograd::{enable_grad, is_grad_enabled, no_grad, BackwardOptions, GradModeGuard, NoGradGuard, Tensor};
 pub use error::{Error, ErrorKind, Result};
 pub use ops::attention::AttentionOptions;
+pub use ops::attention::{alibi_slopes, AttentionDropout};
 pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};
 pub use ops::elemental::{elemental_binary, elemental_unary};
+pub use ops::elemental::{elemental_binary_with_second, elemental_unary_with_second};
 pub use ops::index::Indices;
 pub use ops::join::PadMode;
 pub use ops::loss;
 pub use ops::norm::RunningStats;
+pub use ops::rope::RopeOptions;
 pub use ops::smooth_activation::{SELU_ALPHA, SELU_SCALE};
+pub use ops::softmax::MaskedSoftmaxOptions;
 pub use ops::unfold::UnfoldOptions;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{

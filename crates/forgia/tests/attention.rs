@@ -212,6 +212,7 @@ fn attention_and_rope_match_the_jax_goldens() {
                     causal: case.attrs["causal"].as_bool().unwrap(),
                     mask: v.get(3),
                     scale: Some(case.attrs["scale"].as_f64().unwrap() as f32),
+                    ..Default::default()
                 };
                 v[0].scaled_dot_product_attention(&v[1], &v[2], opts)
             }

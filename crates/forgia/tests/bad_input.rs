@@ -162,7 +162,7 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
             q.scaled_dot_product_attention(
                 &q,
                 &q,
-                AttentionOptions { causal: false, mask: Some(&t(&[3, 3])), scale: None },
+                AttentionOptions { causal: false, mask: Some(&t(&[3, 3])), scale: None, ..Default::default() },
             ),
             shape,
         ),

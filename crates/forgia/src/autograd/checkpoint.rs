@@ -2,6 +2,8 @@
 //! inputs and output, and rebuild its subgraph during backward by running it again — a nested,
 //! serial backward pass of the engine over the recomputed subgraph.
 
+use std::sync::Arc;
+
 use smallvec::SmallVec;
 
 use super::engine::{self, BackwardOptions};
@@ -45,8 +47,10 @@ use crate::tensor::Array;
 /// # Errors
 /// Any error of the block in forward, unchanged. During backward: the block's errors wrapped
 /// as `Nested { context: "checkpoint recompute", .. }`; `CheckpointOutputNotDifferentiable`
-/// when the recomputed output does not depend on any input that needs a gradient;
-/// `DoubleBackwardUnsupported { op: "checkpoint" }` in a `create_graph` pass.
+/// when the recomputed output does not depend on any input that needs a gradient. In a
+/// `create_graph` pass the gradients are differentiable: they are themselves a checkpoint of
+/// the block's vector–Jacobian product (recomputed, with a graph, whenever they are
+/// differentiated), so every order works when every op of the block is differentiable.
 pub fn checkpoint<F>(block: F, inputs: &[&Tensor]) -> Result<Tensor>
 where
     F: Fn(&[Tensor]) -> Result<Tensor> + Send + Sync + 'static,
@@ -76,42 +80,110 @@ where
     C: Send + Sync + 'static,
     F: Fn(&C, &[Tensor]) -> Result<Tensor> + Send + Sync + 'static,
 {
+    run(Arc::new(move |xs: &[Tensor]| block(&context, xs)), inputs, false)
+}
+
+/// A checkpointed block with its context bound (shared by a checkpoint's record and the
+/// records of its differentiable gradients).
+type Block = Arc<dyn Fn(&[Tensor]) -> Result<Tensor> + Send + Sync>;
+
+/// Runs `block` without recording and attaches the record that recomputes it. `lenient`:
+/// a recompute that does not depend on the inputs contributes no gradient instead of failing
+/// (the gradient checkpoint of a `create_graph` pass, which may be constant in some inputs).
+fn run(block: Block, inputs: &[&Tensor], lenient: bool) -> Result<Tensor> {
     let saved: Vec<Tensor> = inputs.iter().map(|t| t.detach()).collect();
     let output = {
         let _guard = no_grad();
-        block(&context, &saved)?.detach()
+        block(&saved)?.detach()
     };
     Ok(attach(output, inputs, move || CheckpointBackward {
         block,
-        context,
         inputs: saved.iter().map(Tensor::value).collect(),
+        lenient,
     }))
 }
 
-/// The record of a checkpoint: the block, its context, and detached handles to the inputs.
-/// No intermediate of the block is kept.
-struct CheckpointBackward<C, F> {
-    block: F,
-    context: C,
-    inputs: Vec<Array>,
+/// The gradient of a checkpointed `block` as a block of its own: given `inputs ++ [gy]`, the
+/// vector–Jacobian products `gyᵀ·∂block/∂inputs[i]` for the inputs marked in `want`,
+/// flattened and concatenated. The products come from a nested `create_graph` pass over the
+/// recomputed block, so when this runs as the recompute of a checkpoint (its arguments are
+/// then that recompute's stand-in variables) the result is differentiable in them: every
+/// order goes through the same code.
+fn gradient_block(block: Block, want: Vec<bool>) -> Block {
+    Arc::new(move |xs: &[Tensor]| {
+        let (inputs, gy) = xs.split_at(xs.len() - 1);
+        let gy = &gy[0];
+        let _recording = set_grad_enabled(true);
+        // A recompute hands in variables, which must stay the leaves the result depends on;
+        // the first run hands in constants, which need stand-ins to collect the gradients.
+        let handed_in = xs.iter().any(Tensor::is_variable);
+        let leaves: Vec<Tensor> = inputs
+            .iter()
+            .zip(&want)
+            .map(|(x, &w)| if w && !x.is_variable() { x.detach().into_variable() } else { x.clone() })
+            .collect();
+        let y = block(&leaves)?;
+        if y.requires_grad() {
+            let options = BackwardOptions { create_graph: handed_in, ..BackwardOptions::default() };
+            engine::run_with(&[&y], &[Some(gy)], options, engine::Drain::Inline)?;
+        }
+        let mut parts = Vec::with_capacity(leaves.len());
+        for (leaf, _) in leaves.iter().zip(&want).filter(|(_, &w)| w) {
+            let g = leaf.grad().map_or_else(|| Tensor::zeros(leaf.shape()), Ok)?;
+            parts.push(g.reshape(&[leaf.numel()])?);
+        }
+        // The leaves are this block's own (fresh, or the enclosing recompute's stand-ins, whose
+        // pass starts only after this returns): clear them so nothing is counted twice.
+        leaves.iter().for_each(Tensor::zero_grad);
+        Tensor::concat(&parts.iter().collect::<Vec<_>>(), 0)
+    })
 }
 
-impl<C, F> Backward for CheckpointBackward<C, F>
-where
-    C: Send + Sync + 'static,
-    F: Fn(&C, &[Tensor]) -> Result<Tensor> + Send + Sync + 'static,
-{
+/// The record of a checkpoint: the block (its context bound), and detached handles to the
+/// inputs. No intermediate of the block is kept.
+struct CheckpointBackward {
+    block: Block,
+    inputs: Vec<Array>,
+    lenient: bool,
+}
+
+impl CheckpointBackward {
+    /// The backward of a `create_graph` pass: the gradients are themselves a checkpoint of
+    /// [`gradient_block`] over the reconnected inputs and `gy`, split back per input. Nothing
+    /// of the recompute is kept; differentiating them recomputes the block again.
+    fn graph_backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let want: Vec<bool> = (0..self.inputs.len()).map(|i| cx.needs_grad(i)).collect();
+        let mut args: Vec<Tensor> = self.inputs.iter().enumerate().map(|(i, x)| cx.input(i, x)).collect();
+        args.push(gy.clone());
+        let flat = run(gradient_block(self.block.clone(), want.clone()), &args.iter().collect::<Vec<_>>(), true)?;
+        let mut grads: Grads = SmallVec::with_capacity(self.inputs.len());
+        let mut at = 0;
+        for (x, w) in self.inputs.iter().zip(want) {
+            grads.push(if w {
+                let g = flat.narrow(0, at, x.numel())?.reshape(x.shape())?;
+                at += x.numel();
+                Some(g)
+            } else {
+                None
+            });
+        }
+        Ok(grads)
+    }
+}
+
+impl Backward for CheckpointBackward {
     fn name(&self) -> &'static str {
         "checkpoint"
     }
 
     /// Re-runs the block with recording on over fresh variables standing in for the inputs
     /// that need a gradient, backpropagates `gy` through the rebuilt subgraph in a nested
-    /// serial pass, and returns the stand-ins' gradients.
+    /// serial pass, and returns the stand-ins' gradients. A `create_graph` pass goes through
+    /// [`CheckpointBackward::graph_backward`] instead.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        // The stand-ins are fresh leaves, so gradients built in a create_graph pass would
-        // not depend on the real inputs: refuse instead of returning a wrong second order.
-        cx.fused("checkpoint")?;
+        if cx.create_graph() {
+            return self.graph_backward(cx, gy);
+        }
         let leaves: Vec<Tensor> = self
             .inputs
             .iter()
@@ -120,11 +192,14 @@ where
             .collect();
         let recomputed = {
             let _mode = set_grad_enabled(true);
-            (self.block)(&self.context, &leaves)
+            (self.block)(&leaves)
         };
         let recomputed = recomputed
             .map_err(|e| Error::from(ErrorKind::Nested { context: "checkpoint recompute", source: Box::new(e) }))?;
         if !recomputed.requires_grad() {
+            if self.lenient {
+                return Ok(SmallVec::from_elem(None, leaves.len()));
+            }
             return fail(ErrorKind::CheckpointOutputNotDifferentiable);
         }
         engine::run_with(&[&recomputed], &[Some(gy)], BackwardOptions::default(), engine::Drain::Inline)?;

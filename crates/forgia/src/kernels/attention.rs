@@ -11,6 +11,7 @@
 //! Results go into buffers the caller allocated, and so does the per-thread scratch for the
 //! score tiles ([`AttnScratch`], sized by [`AttnGeom::parts`] and [`AttnGeom::scratch_len`]).
 
+pub(crate) mod ext;
 mod tile;
 
 use rayon::prelude::*;
@@ -36,6 +37,34 @@ pub(crate) struct AttnGeom {
     pub(crate) dv: usize,
     pub(crate) scale: f32,
     pub(crate) causal: bool,
+    /// Query heads per key/value head (grouped-query attention; 1 for plain multi-head).
+    pub(crate) rep: usize,
+    /// Dropout on the probabilities, when training with it.
+    pub(crate) dropout: Option<AttnDropout>,
+}
+
+/// Dropout on the attention probabilities: element `(i, r, j)` of the `[BH, Sq, Sk]`
+/// probabilities (flat index `(i·Sq + r)·Sk + j`) is kept iff
+/// [`super::dropout::keep`]`(seed, index, p)`, and scaled by `scale = 1/(1-p)` (0 when
+/// `p == 1`). Nothing is stored: the backward regenerates the same mask.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AttnDropout {
+    pub(crate) seed: u64,
+    pub(crate) p: f32,
+    pub(crate) scale: f32,
+}
+
+impl AttnDropout {
+    /// The mask factor (`scale` or 0) of probability `(i, r, j)`.
+    #[inline(always)]
+    fn factor(&self, g: &AttnGeom, i: usize, r: usize, j: usize) -> f32 {
+        let index = ((i * g.sq + r) * g.sk + j) as u64;
+        if super::dropout::keep(self.seed, index, self.p) {
+            self.scale
+        } else {
+            0.0
+        }
+    }
 }
 
 impl AttnGeom {
@@ -83,6 +112,12 @@ impl Heads<'_> {
     /// Storage offset of block `i = b·heads + h`.
     fn block(&self, i: usize, heads: usize) -> usize {
         self.offset + (i / heads) * self.batch + (i % heads) * self.head
+    }
+
+    /// Storage offset of the key/value block that query block `i = b·heads + h` reads: head
+    /// `h / rep` of batch `b` (the key/value operand has `heads / rep` heads).
+    fn kv_block(&self, i: usize, heads: usize, rep: usize) -> usize {
+        self.offset + (i / heads) * self.batch + (i % heads) / rep.max(1) * self.head
     }
 }
 
@@ -223,10 +258,10 @@ fn scores(
     kt: &mut [f32],
     s: &mut [f32],
 ) {
-    transpose_into(k, k.block(i, g.heads), (g.sk, g.d), kt);
+    transpose_into(k, k.kv_block(i, g.heads, g.rep), (g.sk, g.d), kt);
     let a = MatRef { data: q.data, offset: q.block(i, g.heads), row_stride: q.row as isize, col_stride: 1 };
     let tri = if g.causal { Tri::Cols } else { Tri::Full };
-    let dest = Dest { data: s, off: 0, ld: g.sk };
+    let dest = Dest { data: s, off: 0, ld: g.sk, add: false };
     matmul(how, (g.sq, g.sk, g.d), a, (kt, 0, g.sk), dest, g.scale, tri);
     if let Some(m) = mask {
         let base = m.offsets[i] as isize;
@@ -333,12 +368,19 @@ fn forward_by(
                     let i = c * group + h;
                     scores(g, how, i, (&q, &k), mask, kt, s);
                     for (r, l) in l[h * g.sq..][..g.sq].iter_mut().enumerate() {
-                        *l = softmax_row(&mut s[r * g.sk..][..g.sk], visible(g, r));
+                        let row = &mut s[r * g.sk..][..g.sk];
+                        *l = softmax_row(row, visible(g, r));
+                        if let Some(drop) = &g.dropout {
+                            for (j, e) in row[..visible(g, r)].iter_mut().enumerate() {
+                                *e *= drop.factor(g, i, r, j);
+                            }
+                        }
                     }
                     let p = MatRef { data: s, offset: 0, row_stride: g.sk as isize, col_stride: 1 };
                     let tri = if g.causal { Tri::Lower } else { Tri::Full };
-                    let dest = Dest { data: y, off: h * out.head, ld: out.row };
-                    matmul(how, (g.sq, g.dv, g.sk), p, (v.data, v.block(i, g.heads), v.row), dest, 1.0, tri);
+                    let dest = Dest { data: y, off: h * out.head, ld: out.row, add: false };
+                    let vb = v.kv_block(i, g.heads, g.rep);
+                    matmul(how, (g.sq, g.dv, g.sk), p, (v.data, vb, v.row), dest, 1.0, tri);
                 }
             },
         )
@@ -346,7 +388,9 @@ fn forward_by(
 }
 
 /// Gradients of one attention call, each laid out like the forward output (`group` blocks
-/// per chunk, placed by `layouts[0..3]` for `dq`, `dk`, `dv`). `ds` (the gradient of the
+/// per chunk, placed by `layouts[0..3]` for `dq`, `dk`, `dv`). With grouped heads (`rep > 1`)
+/// `group` is a multiple of `rep`, and `dk`, `dv` hold the `group / rep` key/value heads of
+/// each chunk, each the sum over its query heads. `ds` (the gradient of the
 /// pre-softmax scores, for a mask that needs one) is filled when given, as packed
 /// `[BH, Sq, Sk]`.
 pub(crate) struct AttnGrads<'a> {
@@ -408,6 +452,9 @@ fn backward_by(
                 let (dp, t) = rest.split_at_mut(sq * sk);
                 for h in 0..group {
                     let i = c * group + h;
+                    // The chunk's key/value head this query head reads; with grouped heads
+                    // the first of its group writes the key/value gradients, the rest add.
+                    let (kvh, add) = (h / g.rep.max(1), h % g.rep.max(1) != 0);
                     scores(g, how, i, (&q, &k), mask, t, p);
                     for r in 0..sq {
                         let l = lse[i * sq + r];
@@ -417,13 +464,10 @@ fn backward_by(
                     }
                     let (ob, gob) = (o.block(i, g.heads), go.block(i, g.heads));
                     let upper = if g.causal { Tri::Upper } else { Tri::Full };
-                    let pt = MatRef { data: p, offset: 0, row_stride: 1, col_stride: sk as isize };
-                    let dest = Dest { data: dv, off: h * lv.head, ld: lv.row };
-                    matmul(how, (sk, g.dv, sq), pt, (go.data, gob, go.row), dest, 1.0, upper);
-                    transpose_into(&v, v.block(i, g.heads), (sk, g.dv), t);
+                    transpose_into(&v, v.kv_block(i, g.heads, g.rep), (sk, g.dv), t);
                     let gor = MatRef { data: go.data, offset: gob, row_stride: go.row as isize, col_stride: 1 };
                     let cols = if g.causal { Tri::Cols } else { Tri::Full };
-                    let dest = Dest { data: dp, off: 0, ld: sk };
+                    let dest = Dest { data: dp, off: 0, ld: sk, add: false };
                     matmul(how, (sq, sk, g.dv), gor, (t, 0, sk), dest, 1.0, cols);
                     for r in 0..sq {
                         let delta = if g.dv == 0 {
@@ -433,21 +477,44 @@ fn backward_by(
                             row_dot(gr, Some(&o.data[ob + r * o.row..][..g.dv]))
                         };
                         let n = visible(g, r);
-                        let (pr, dr) = (&p[r * sk..][..n], &mut dp[r * sk..][..sk]);
-                        for (d, &pe) in dr[..n].iter_mut().zip(pr) {
-                            *d = pe * (*d - delta);
+                        let (pr, dr) = (&mut p[r * sk..][..n], &mut dp[r * sk..][..sk]);
+                        match &g.dropout {
+                            // dP = (dO Vᵀ) ⊙ M, and P becomes P ⊙ M for dV below.
+                            Some(drop) => {
+                                for (j, (d, pe)) in dr[..n].iter_mut().zip(pr.iter_mut()).enumerate() {
+                                    let m = drop.factor(g, i, r, j);
+                                    *d = *pe * (*d * m - delta);
+                                    *pe *= m;
+                                }
+                            }
+                            None => {
+                                for (d, &pe) in dr[..n].iter_mut().zip(pr.iter()) {
+                                    *d = pe * (*d - delta);
+                                }
+                            }
                         }
                         dr[n..].fill(0.0);
                     }
+                    let pt = MatRef { data: p, offset: 0, row_stride: 1, col_stride: sk as isize };
+                    let dest = Dest { data: dv, off: kvh * lv.head, ld: lv.row, add };
+                    matmul(how, (sk, g.dv, sq), pt, (go.data, gob, go.row), dest, 1.0, upper);
                     if let Some(ds) = ds_out.as_deref_mut() {
                         ds[h * sq * sk..][..sq * sk].copy_from_slice(dp);
                     }
                     let lower = if g.causal { Tri::Lower } else { Tri::Full };
                     let dsr = MatRef { data: dp, offset: 0, row_stride: sk as isize, col_stride: 1 };
-                    let dest = Dest { data: dq, off: h * lq.head, ld: lq.row };
-                    matmul(how, (sq, g.d, sk), dsr, (k.data, k.block(i, g.heads), k.row), dest, g.scale, lower);
+                    let dest = Dest { data: dq, off: h * lq.head, ld: lq.row, add: false };
+                    matmul(
+                        how,
+                        (sq, g.d, sk),
+                        dsr,
+                        (k.data, k.kv_block(i, g.heads, g.rep), k.row),
+                        dest,
+                        g.scale,
+                        lower,
+                    );
                     let dst = MatRef { data: dp, offset: 0, row_stride: 1, col_stride: sk as isize };
-                    let dest = Dest { data: dk, off: h * lk.head, ld: lk.row };
+                    let dest = Dest { data: dk, off: kvh * lk.head, ld: lk.row, add };
                     matmul(how, (sk, g.d, sq), dst, (q.data, q.block(i, g.heads), q.row), dest, g.scale, upper);
                 }
             },
@@ -480,10 +547,13 @@ mod tests {
             return; // the tiles need FMA to be worth running (and `products` never picks them)
         }
         let (b, h, sq, sk, d, dv) = (2, 3, 9, 11, 6, 5);
-        for causal in [false, true] {
-            let g = AttnGeom { bh: b * h, heads: h, sq, sk, d, dv, scale: 0.4, causal };
-            let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * h * d, 2), data(b * sk * h * dv, 3));
-            let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, h, d)), interleaved(&vd, (sk, h, dv)));
+        // rep 3: grouped-query attention with one key/value head (its gradients accumulate);
+        // interleaved key/value gradients for rep 1, packed ones for rep 3.
+        for (causal, rep) in [(false, 1), (true, 1), (false, 3), (true, 3)] {
+            let hk = h / rep;
+            let g = AttnGeom { bh: b * h, heads: h, sq, sk, d, dv, scale: 0.4, causal, rep, dropout: None };
+            let (qd, kd, vd) = (data(b * sq * h * d, 1), data(b * sk * hk * d, 2), data(b * sk * hk * dv, 3));
+            let qkv = (interleaved(&qd, (sq, h, d)), interleaved(&kd, (sk, hk, d)), interleaved(&vd, (sk, hk, dv)));
             let out = (h, Out { head: dv, row: h * dv });
             let parts = g.parts(h);
             let mut scratch = vec![0.0; g.scratch_len(parts)];
@@ -500,14 +570,17 @@ mod tests {
             let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));
             let mut run = |how| {
                 let (mut dq, mut dk, mut dvv) = (vec![0.0; qd.len()], vec![0.0; kd.len()], vec![0.0; vd.len()]);
-                let layouts =
-                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }];
+                let layouts = if rep == 1 {
+                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: dv, row: h * dv }]
+                } else {
+                    [Out { head: d, row: h * d }, Out { head: sk * d, row: d }, Out { head: sk * dv, row: dv }]
+                };
                 let grads = AttnGrads { dq: &mut dq, dk: &mut dk, dv: &mut dvv, ds: None, group: h, layouts };
                 backward_by(how, &g, qkv, saved, None, grads, AttnScratch { parts, buf: &mut scratch });
                 [dq, dk, dvv]
             };
             for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {
-                close(a, b, &format!("gradient, causal {causal}"));
+                close(a, b, &format!("gradient, causal {causal}, rep {rep}"));
             }
         }
     }

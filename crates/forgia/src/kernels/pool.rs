@@ -122,6 +122,18 @@ pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], gx: &mut [f32]
     });
 }
 
+/// Reads each output's saved window maximum back out of an input-shaped `x` into `y`
+/// (`y[p, o] = x[p, arg[p, o]]`): the adjoint of [`max_backward`], the gradient of max
+/// pooling's gradient.
+pub(crate) fn max_gather(g: &PoolGeom, x: &[f32], arg: &[u32], y: &mut [f32]) {
+    let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    planes(y, ohw, x, hw, |p, xp, out| {
+        for (o, &a) in out.iter_mut().zip(&arg[p * ohw..(p + 1) * ohw]) {
+            *o = xp[a as usize];
+        }
+    });
+}
+
 /// Window sums divided by `kh·kw` (padding counts as zeros), into `y`.
 pub(crate) fn avg_forward(g: &PoolGeom, x: &[f32], y: &mut [f32]) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);

@@ -102,6 +102,20 @@ pub(crate) fn row_logsumexp(x: &[f32], cols: usize, out: &mut [(f32, f32)]) {
     }
 }
 
+/// Zeroes the softmax `out` of every line of `x` (packed `[outer, red, inner]`, as for
+/// [`softmax`]) whose entries are all `-inf`: a line that may attend to nothing gives zeros,
+/// not the NaN of `0/0`. Other lines are left as they are.
+pub(crate) fn zero_blocked_lines(x: &[f32], (outer, red, inner): (usize, usize, usize), out: &mut [f32]) {
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |r: usize| o * red * inner + r * inner + i;
+            if red > 0 && (0..red).all(|r| x[at(r)] == f32::NEG_INFINITY) {
+                (0..red).for_each(|r| out[at(r)] = 0.0);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -113,6 +113,29 @@ impl TransformerBlock {
         })
     }
 
+    /// A block whose attention has `kv_heads` key/value heads for its `heads` query heads
+    /// (grouped-query attention, [`MultiHeadAttention::with_kv_heads`]); otherwise as
+    /// [`TransformerBlock::new`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `heads` is zero or does not divide `d_model`, or `kv_heads` is
+    /// zero or does not divide `heads`.
+    pub fn with_kv_heads(
+        d_model: usize,
+        heads: usize,
+        kv_heads: usize,
+        causal: bool,
+        rng: &mut Rng,
+    ) -> Result<TransformerBlock> {
+        check_heads("TransformerBlock::with_kv_heads", d_model, heads)?;
+        Ok(TransformerBlock {
+            ln1: LayerNorm::new(&[d_model], 1e-5)?,
+            attn: MultiHeadAttention::with_kv_heads(d_model, heads, kv_heads, causal, rng)?,
+            ln2: LayerNorm::new(&[d_model], 1e-5)?,
+            mlp: FeedForward::new(d_model, 4 * d_model, rng)?,
+        })
+    }
+
     fn shape(&self) -> BlockShape {
         BlockShape { heads: self.attn.heads, causal: self.attn.causal, eps1: self.ln1.eps, eps2: self.ln2.eps }
     }

@@ -129,7 +129,8 @@ impl Tensor {
     ///
     /// Forward per sample and group: `y = W · im2col(x)` (one GEMM). Backward:
     /// `gx = col2im(Wᵀ · gy)`, `gw = Σ_n gy · im2col(x)ᵀ`, `gb = Σ_{n,h,w} gy`, each computed
-    /// only when its operand needs it (fused kernels: no `create_graph`).
+    /// only when its operand needs it. The three maps (correlation, its transpose, the weight
+    /// gradient) are each other's gradients, so a `create_graph` pass differentiates to any order.
     ///
     /// # Errors
     /// `RankMismatch` for non rank-4 `x`/`w`; `InvalidArgument` for a zero stride, dilation or
@@ -270,6 +271,74 @@ impl Tensor {
     }
 }
 
+/// The three bilinear maps of one convolution geometry (`image [N, C, H, W]`, `cols
+/// [N, O, OH, OW]`, `weight [O, C/groups, kh, kw]`), tied by
+/// `⟨corr(I, W), C⟩ = ⟨I, corr_t(C, W)⟩ = ⟨W, weight(I, C)⟩`. conv2d is `Corr`,
+/// conv_transpose2d is `CorrT`; each map's gradients are two of the three maps, so the records
+/// of all three are differentiable to any order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Map {
+    /// `(image, weight) → cols`: the forward correlation (conv2d).
+    Corr,
+    /// `(cols, weight) → image`: the data-gradient scatter (conv_transpose2d).
+    CorrT,
+    /// `(image, cols) → weight`: the weight gradient.
+    Weight,
+}
+
+impl Map {
+    fn name(self) -> &'static str {
+        match self {
+            Map::Corr => "conv2d",
+            Map::CorrT => "conv_transpose2d",
+            Map::Weight => "conv2d_weight_grad",
+        }
+    }
+
+    fn out_shape(self, g: &ConvGeom) -> [usize; 4] {
+        match self {
+            Map::Corr => [g.n, g.o, g.oh, g.ow],
+            Map::CorrT => [g.n, g.c, g.h, g.w],
+            Map::Weight => [g.o, g.c / g.groups, g.k.0, g.k.1],
+        }
+    }
+
+    /// Runs the fused kernel of this map on packed operands into a fresh buffer.
+    fn run(self, g: &ConvGeom, a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
+        let op = self.name();
+        let shape = self.out_shape(g);
+        let mut out = crate::tensor::zeroed(op, Size::of(op, &shape)?.numel())?;
+        let parts = g.parts();
+        let mut buf = crate::tensor::alloc(op, g.scratch_len(parts, self == Map::Weight))?;
+        let scratch = k::ConvScratch { parts, buf: &mut buf };
+        match self {
+            Map::Corr => k::forward(g, a, b, &mut out, scratch),
+            Map::CorrT => k::backward_data(g, a, b, &mut out, scratch),
+            Map::Weight => k::backward_weight(g, a, b, &mut out, scratch),
+        }
+        Ok(out)
+    }
+}
+
+/// One map of `g` on `(a, b)`, optionally plus a per-channel bias, with its record attached.
+fn conv_map(map: Map, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, g: ConvGeom) -> Result<Tensor> {
+    let (ad, bd) = (a.contiguous_data()?, b.contiguous_data()?);
+    let shape = map.out_shape(&g);
+    let mut y = map.run(&g, ad.packed(), bd.packed())?;
+    if let Some(bias) = bias {
+        bias.try_with_data("conv", |bd| {
+            k::add_channel_bias(&mut y, bd, shape[2] * shape[3]);
+            Ok(())
+        })?;
+    }
+    let out = Tensor::from_parts(y, &shape);
+    let record = || ConvBackward { a: ad.value(), b: bd.value(), geom: g, map, operands: 2 + bias.is_some() as usize };
+    Ok(match bias {
+        Some(bias) => attach(out, &[a, b, bias], record),
+        None => attach(out, &[a, b], record),
+    })
+}
+
 /// The shared tail of conv2d and conv_transpose2d: the kernel (forward correlation, or the
 /// data-gradient scatter that a transposed convolution is), the bias, and the record.
 fn run_conv(
@@ -280,86 +349,58 @@ fn run_conv(
     shape: [usize; 4],
     transposed: bool,
 ) -> Result<Tensor> {
-    let (xd, wd) = (x.contiguous_data()?, w.contiguous_data()?);
-    let op = if transposed { "conv_transpose2d" } else { "conv2d" };
-    let mut y = crate::tensor::zeroed(op, Size::of(op, &shape)?.numel())?;
-    let parts = g.parts();
-    let mut buf = crate::tensor::alloc(op, g.scratch_len(parts, false))?;
-    let scratch = k::ConvScratch { parts, buf: &mut buf };
-    if transposed {
-        k::backward_data(&g, xd.packed(), wd.packed(), &mut y, scratch);
-    } else {
-        k::forward(&g, xd.packed(), wd.packed(), &mut y, scratch);
-    }
-    if let Some(b) = bias {
-        b.try_with_data("conv", |bd| {
-            k::add_channel_bias(&mut y, bd, shape[2] * shape[3]);
-            Ok(())
-        })?;
-    }
-    Ok(attach_conv(Tensor::from_parts(y, &shape), x, w, bias, g, transposed))
+    let map = if transposed { Map::CorrT } else { Map::Corr };
+    debug_assert_eq!(map.out_shape(&g), shape);
+    conv_map(map, x, w, bias, g)
 }
 
-fn attach_conv(out: Tensor, x: &Tensor, w: &Tensor, bias: Option<&Tensor>, geom: ConvGeom, transposed: bool) -> Tensor {
-    let record =
-        || ConvBackward { x: x.value(), w: w.value(), geom, transposed, operands: 2 + bias.is_some() as usize };
-    match bias {
-        Some(b) => attach(out, &[x, w, b], record),
-        None => attach(out, &[x, w], record),
-    }
-}
-
-/// The record of conv2d (image → columns) and conv_transpose2d (columns → image).
+/// The record of the three convolution maps (conv2d, conv_transpose2d and the weight
+/// gradient): the two operands, the geometry, and whether a bias was added.
 struct ConvBackward {
-    x: Array,
-    w: Array,
+    a: Array,
+    b: Array,
     geom: ConvGeom,
-    transposed: bool,
+    map: Map,
     /// 2, or 3 with a bias.
     operands: usize,
 }
 
 impl Backward for ConvBackward {
     fn name(&self) -> &'static str {
-        if self.transposed {
-            "conv_transpose2d"
-        } else {
-            "conv2d"
-        }
+        self.map.name()
     }
 
+    /// `corr(I, W)`: `gI = corr_t(gy, W)`, `gW = weight(I, gy)`; `corr_t(C, W)`:
+    /// `gC = corr(gy, W)`, `gW = weight(gy, C)`; `weight(I, C)`: `gI = corr_t(C, gy)`,
+    /// `gC = corr(I, gy)`; a bias gets `Σ_{n,h,w} gy`. A plain pass runs the fused kernels on
+    /// constants (no record is built: grad mode is off); a `create_graph` pass runs the same
+    /// kernels through [`conv_map`] on the reconnected operands, so each gradient carries its
+    /// own differentiable record.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        cx.fused(self.name())?;
-        let g = &self.geom;
-        let gy = gy.contiguous_data()?;
-        let (x, w) = (self.x.contiguous_data()?, self.w.contiguous_data()?);
+        let g = self.geom;
+        let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
         let mut out: Grads = SmallVec::from_elem(None, self.operands);
+        let (ga, gb) = match self.map {
+            Map::Corr => ((Map::CorrT, gy, &b), (Map::Weight, &a, gy)),
+            Map::CorrT => ((Map::Corr, gy, &b), (Map::Weight, gy, &a)),
+            Map::Weight => ((Map::CorrT, &b, gy), (Map::Corr, &a, gy)),
+        };
         if cx.needs_grad(0) {
-            let mut gx = crate::tensor::zeroed(self.name(), self.x.numel())?;
-            let parts = g.parts();
-            let mut buf = crate::tensor::alloc(self.name(), g.scratch_len(parts, false))?;
-            let scratch = k::ConvScratch { parts, buf: &mut buf };
-            if self.transposed {
-                k::forward(g, gy.packed(), w.packed(), &mut gx, scratch);
-            } else {
-                k::backward_data(g, gy.packed(), w.packed(), &mut gx, scratch);
-            }
-            out[0] = Some(Tensor::from_parts(gx, self.x.shape()));
+            out[0] = Some(conv_map(ga.0, ga.1, ga.2, None, g)?);
         }
         if cx.needs_grad(1) {
-            // The weight gradient pairs the image side with the column side.
-            let (image, cols) = if self.transposed { (gy.packed(), x.packed()) } else { (x.packed(), gy.packed()) };
-            let mut gw = crate::tensor::zeroed(self.name(), self.w.numel())?;
-            let parts = g.parts();
-            let mut buf = crate::tensor::alloc(self.name(), g.scratch_len(parts, true))?;
-            k::backward_weight(g, image, cols, &mut gw, k::ConvScratch { parts, buf: &mut buf });
-            out[1] = Some(Tensor::from_parts(gw, self.w.shape()));
+            out[1] = Some(conv_map(gb.0, gb.1, gb.2, None, g)?);
         }
-        if cx.needs_grad(2) {
-            let (ch, spatial) = if self.transposed { (g.c, g.h * g.w) } else { (g.o, g.oh * g.ow) };
-            let mut gb = crate::tensor::zeroed(self.name(), ch)?;
-            k::channel_sum(gy.packed(), spatial, &mut gb);
-            out[2] = Some(Tensor::from_parts(gb, &[ch]));
+        if self.operands == 3 && cx.needs_grad(2) {
+            out[2] = Some(if cx.create_graph() {
+                gy.sum([0usize, 2, 3], false)?
+            } else {
+                let shape = self.map.out_shape(&g);
+                let gyd = gy.contiguous_data()?;
+                let mut gb = crate::tensor::zeroed(self.name(), shape[1])?;
+                k::channel_sum(gyd.packed(), shape[2] * shape[3], &mut gb);
+                Tensor::from_parts(gb, &[shape[1]])
+            });
         }
         Ok(out)
     }

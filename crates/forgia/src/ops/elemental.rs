@@ -2,6 +2,8 @@
 //! scalar math (`f` and the propagated gradient); the adapter owns buffers, broadcasting, the
 //! reduction of each gradient to its operand's shape and the parallel chunking.
 
+use std::sync::Arc;
+
 use rayon::prelude::*;
 use smallvec::SmallVec;
 
@@ -30,10 +32,61 @@ use crate::tensor::Array;
 /// # Ok::<(), forgia::Error>(())
 /// ```
 ///
-/// Second order is not available: a `create_graph` pass through the op fails with
-/// `DoubleBackwardUnsupported { op: "elemental_unary" }` (write a [`crate::CustomOp`] whose
-/// backward uses tensor ops when you need it).
+/// Second order needs the second-derivative closure of [`elemental_unary_with_second`]: a
+/// `create_graph` pass through this op fails with
+/// `DoubleBackwardUnsupported { op: "elemental_unary" }` rather than return a gradient whose
+/// own derivative is unknown.
 pub fn elemental_unary<F, B>(x: &Tensor, forward: F, backward: B) -> Tensor
+where
+    F: Fn(f32) -> f32 + Send + Sync + 'static,
+    B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static,
+{
+    unary(x, forward, backward, None)
+}
+
+/// [`elemental_unary`] with second order: `second(x, y, gy, ggx)` returns `(dL/dx, dL/dgy)`
+/// for a loss `L` that reaches the op's gradient `gx = backward(x, y, gy)` with the
+/// cotangent `ggx`, i.e. `(ggx · ∂gx/∂x, ggx · ∂gx/∂gy)`, where `∂/∂x` is the total derivative
+/// (`y` is a function of `x`). For the usual `gx = f'(x) · gy` that is
+/// `(ggx · f''(x) · gy, ggx · f'(x))`.
+///
+/// A `create_graph` pass through the op gives a differentiable gradient (gradient penalties,
+/// Hessian-vector products); a third order fails with
+/// `DoubleBackwardUnsupported { op: "elemental_unary_backward" }`.
+///
+/// ```
+/// use forgia::{elemental_unary_with_second, BackwardOptions, Tensor};
+/// // y = x³: gx = 3x²·gy, second = (ggx·6x·gy, ggx·3x²)
+/// let x = Tensor::variable(vec![2.0], &[1])?;
+/// let y = elemental_unary_with_second(
+///     &x,
+///     |x| x * x * x,
+///     |x, _y, g| 3.0 * x * x * g,
+///     |x, _y, g, gg| (gg * 6.0 * x * g, gg * 3.0 * x * x),
+/// );
+/// y.sum_all().backward_with(None, BackwardOptions { create_graph: true, ..Default::default() })?;
+/// let g = x.grad().unwrap(); // 3x² = 12
+/// x.zero_grad();
+/// g.sum_all().backward()?;
+/// assert_eq!(x.grad().unwrap().to_vec(), vec![12.0]); // 6x
+/// # Ok::<(), forgia::Error>(())
+/// ```
+pub fn elemental_unary_with_second<F, B, S>(x: &Tensor, forward: F, backward: B, second: S) -> Tensor
+where
+    F: Fn(f32) -> f32 + Send + Sync + 'static,
+    B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static,
+    S: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static,
+{
+    unary(x, forward, backward, Some(Arc::new(second)))
+}
+
+/// The second-derivative closure of a unary elemental op: `(x, y, gy, ggx) → (dx, dgy)`.
+type UnarySecond = Arc<dyn Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync>;
+/// The second-derivative closure of a binary elemental op:
+/// `(a, b, y, gy, gga, ggb) → (da, db, dgy)`.
+type BinarySecond = Arc<dyn Fn(f32, f32, f32, f32, f32, f32) -> (f32, f32, f32) + Send + Sync>;
+
+fn unary<F, B>(x: &Tensor, forward: F, backward: B, second: Option<UnarySecond>) -> Tensor
 where
     F: Fn(f32) -> f32 + Send + Sync + 'static,
     B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static,
@@ -44,12 +97,13 @@ where
         Ok(y)
     });
     let saved_y = y.detach();
-    attach(y, &[x], move || UnaryBackward { backward, x: x.value(), y: saved_y.value() })
+    attach(y, &[x], move || UnaryBackward { backward, second, x: x.value(), y: saved_y.value() })
 }
 
 /// The record of [`elemental_unary`].
 struct UnaryBackward<B> {
     backward: B,
+    second: Option<UnarySecond>,
     x: Array,
     y: Array,
 }
@@ -59,13 +113,24 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
         "elemental_unary"
     }
 
-    /// `gx[i] = backward(x[i], y[i], gy[i])`, in one fused pass.
+    /// `gx[i] = backward(x[i], y[i], gy[i])`, in one fused pass; in a `create_graph` pass the
+    /// same values get a record of `x` and `gy` that applies the second-derivative closure.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        cx.fused("elemental_unary")?;
+        if self.second.is_none() {
+            cx.fused("elemental_unary")?;
+        }
         let (x, y, g) = (self.x.contiguous_data()?, self.y.contiguous_data()?, gy.contiguous_data()?);
         let mut gx = crate::tensor::buffer("elemental_unary", x.packed().len())?;
         pointwise::zip3(x.packed(), y.packed(), g.packed(), &mut gx, &self.backward);
-        Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, self.x.shape())), 1))
+        let gx = Tensor::from_parts(gx, self.x.shape());
+        let gx = match &self.second {
+            Some(second) if cx.create_graph() => {
+                let record = || UnaryGradBackward { second: second.clone(), x: x.clone(), y: y.clone(), gy: g.value() };
+                attach(gx, &[&cx.input(0, &self.x), gy], record)
+            }
+            _ => gx,
+        };
+        Ok(SmallVec::from_elem(Some(gx), 1))
     }
 }
 
@@ -91,20 +156,74 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
 /// # Errors
 /// `ShapeMismatch` when the shapes do not broadcast; `AxisNameMismatch` when named operands
 /// disagree. A `create_graph` pass through the op fails with
-/// `DoubleBackwardUnsupported { op: "elemental_binary" }`.
+/// `DoubleBackwardUnsupported { op: "elemental_binary" }` (second order needs the closure of
+/// [`elemental_binary_with_second`]).
 pub fn elemental_binary<F, B>(a: &Tensor, b: &Tensor, forward: F, backward: B) -> Result<Tensor>
+where
+    F: Fn(f32, f32) -> f32 + Send + Sync + 'static,
+    B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static,
+{
+    binary(a, b, forward, backward, None)
+}
+
+/// [`elemental_binary`] with second order: `second(a, b, y, gy, gga, ggb)` returns
+/// `(dL/da, dL/db, dL/dgy)` at one output element, for a loss `L` that reaches the op's
+/// gradients `(ga, gb) = backward(a, b, y, gy)` with the cotangents `(gga, ggb)`:
+/// `gga · ∂ga/∂v + ggb · ∂gb/∂v` for `v` in `a`, `b`, `gy` (total derivatives: `y` is a
+/// function of `a` and `b`).
+///
+/// ```
+/// use forgia::{elemental_binary_with_second, BackwardOptions, Tensor};
+/// // y = a·b: (ga, gb) = (b·gy, a·gy); second = (ggb·gy, gga·gy, gga·b + ggb·a)
+/// let a = Tensor::variable(vec![3.0], &[1])?;
+/// let b = Tensor::variable(vec![5.0], &[1])?;
+/// let y = elemental_binary_with_second(
+///     &a,
+///     &b,
+///     |a, b| a * b,
+///     |a, b, _y, g| (b * g, a * g),
+///     |a, b, _y, g, ga, gb| (gb * g, ga * g, ga * b + gb * a),
+/// )?;
+/// y.sum_all().backward_with(None, BackwardOptions { create_graph: true, ..Default::default() })?;
+/// let ga = a.grad().unwrap(); // b = 5
+/// b.zero_grad();
+/// ga.sum_all().backward()?;
+/// assert_eq!(b.grad().unwrap().to_vec(), vec![1.0]); // ∂(b)/∂b
+/// # Ok::<(), forgia::Error>(())
+/// ```
+///
+/// # Errors
+/// As [`elemental_binary`]; a third order fails with
+/// `DoubleBackwardUnsupported { op: "elemental_binary_backward" }`.
+pub fn elemental_binary_with_second<F, B, S>(
+    a: &Tensor,
+    b: &Tensor,
+    forward: F,
+    backward: B,
+    second: S,
+) -> Result<Tensor>
+where
+    F: Fn(f32, f32) -> f32 + Send + Sync + 'static,
+    B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static,
+    S: Fn(f32, f32, f32, f32, f32, f32) -> (f32, f32, f32) + Send + Sync + 'static,
+{
+    binary(a, b, forward, backward, Some(Arc::new(second)))
+}
+
+fn binary<F, B>(a: &Tensor, b: &Tensor, forward: F, backward: B, second: Option<BinarySecond>) -> Result<Tensor>
 where
     F: Fn(f32, f32) -> f32 + Send + Sync + 'static,
     B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static,
 {
     let y = broadcast_map("elemental_binary", a, b, &forward)?;
     let saved_y = y.detach();
-    Ok(attach(y, &[a, b], move || BinaryBackward { backward, a: a.value(), b: b.value(), y: saved_y.value() }))
+    Ok(attach(y, &[a, b], move || BinaryBackward { backward, second, a: a.value(), b: b.value(), y: saved_y.value() }))
 }
 
 /// The record of [`elemental_binary`].
 struct BinaryBackward<B> {
     backward: B,
+    second: Option<BinarySecond>,
     a: Array,
     b: Array,
     y: Array,
@@ -118,12 +237,35 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
     /// Per output element `(ga, gb) = backward(a, b, y, gy)` over the broadcast shape (the
     /// engine sums each back to its operand's shape).
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        cx.fused("elemental_binary")?;
+        if self.second.is_none() {
+            cx.fused("elemental_binary")?;
+        }
         let shape = self.y.shape();
         let a = self.a.with_layout(self.a.layout.broadcast_to(shape)).contiguous_data()?;
         let b = self.b.with_layout(self.b.layout.broadcast_to(shape)).contiguous_data()?;
         let (y, g) = (self.y.contiguous_data()?, gy.contiguous_data()?);
         let (ga, gb) = map4_pair(a.packed(), b.packed(), y.packed(), g.packed(), &self.backward)?;
+        if let (Some(second), true) = (&self.second, cx.create_graph()) {
+            // Both gradients as one node `[2, *shape]` whose record applies `second`.
+            let n = ga.len();
+            let mut both = crate::tensor::buffer("elemental_binary", 2 * n)?;
+            both[..n].copy_from_slice(&ga);
+            both[n..].copy_from_slice(&gb);
+            let both_shape: Vec<usize> = std::iter::once(2).chain(shape.iter().copied()).collect();
+            let record = || BinaryGradBackward {
+                second: second.clone(),
+                a: a.clone(),
+                b: b.clone(),
+                y: y.clone(),
+                gy: g.value(),
+            };
+            let inputs = [&cx.input(0, &self.a), &cx.input(1, &self.b), gy];
+            let both = attach(Tensor::from_parts(both, &both_shape), &inputs, record);
+            let part = |i: usize| -> Result<Option<Tensor>> {
+                Ok(if cx.needs_grad(i) { Some(both.narrow(0, i, 1)?.reshape(shape)?) } else { None })
+            };
+            return Ok(SmallVec::from_iter([part(0)?, part(1)?]));
+        }
         let mut out: Grads = SmallVec::from_elem(None, 2);
         if cx.needs_grad(0) {
             out[0] = Some(Tensor::from_parts(ga, shape));
@@ -132,6 +274,66 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
             out[1] = Some(Tensor::from_parts(gb, shape));
         }
         Ok(out)
+    }
+}
+
+/// The record of a unary elemental op's gradient `gx = backward(x, y, gy)` (operands `x`,
+/// `gy`), from the user's second-derivative closure.
+struct UnaryGradBackward {
+    second: UnarySecond,
+    x: Array,
+    y: Array,
+    gy: Array,
+}
+
+impl Backward for UnaryGradBackward {
+    fn name(&self) -> &'static str {
+        "elemental_unary_backward"
+    }
+
+    /// `(dx, dgy)[i] = second(x[i], y[i], gy[i], ggx[i])`.
+    fn backward(&self, cx: &VjpCtx<'_>, ggx: &Tensor) -> Result<Grads> {
+        cx.fused("elemental_unary_backward")?;
+        let u = ggx.contiguous_data()?;
+        let (x, y, g, u) = (self.x.packed(), self.y.packed(), self.gy.packed(), u.packed());
+        let (dx, dg) = map4_pair(x, y, g, u, &|x, y, g, u| (self.second)(x, y, g, u))?;
+        let shape = self.x.shape();
+        let keep = |i: usize, d: Vec<f32>| cx.needs_grad(i).then(|| Tensor::from_parts(d, shape));
+        Ok(SmallVec::from_iter([keep(0, dx), keep(1, dg)]))
+    }
+}
+
+/// The record of a binary elemental op's two gradients, stacked `[2, *shape]` (operands `a`,
+/// `b`, `gy`), from the user's second-derivative closure. `a` and `b` are saved broadcast to
+/// the output shape; the engine sums their gradients back to the operands' shapes.
+struct BinaryGradBackward {
+    second: BinarySecond,
+    a: Array,
+    b: Array,
+    y: Array,
+    gy: Array,
+}
+
+impl Backward for BinaryGradBackward {
+    fn name(&self) -> &'static str {
+        "elemental_binary_backward"
+    }
+
+    /// `(da, db, dgy)[i] = second(a[i], b[i], y[i], gy[i], gga[i], ggb[i])`.
+    fn backward(&self, cx: &VjpCtx<'_>, gg: &Tensor) -> Result<Grads> {
+        cx.fused("elemental_binary_backward")?;
+        let u = gg.contiguous_data()?;
+        let (a, b, y, g) = (self.a.packed(), self.b.packed(), self.y.packed(), self.gy.packed());
+        let (gga, ggb) = u.packed().split_at(a.len());
+        let n = a.len();
+        let zeroed = || crate::tensor::zeroed("elemental_binary_backward", n);
+        let (mut da, mut db, mut dg) = (zeroed()?, zeroed()?, zeroed()?);
+        for i in 0..n {
+            (da[i], db[i], dg[i]) = (self.second)(a[i], b[i], y[i], g[i], gga[i], ggb[i]);
+        }
+        let shape = self.y.shape();
+        let keep = |i: usize, d: Vec<f32>| cx.needs_grad(i).then(|| Tensor::from_parts(d, shape));
+        Ok(SmallVec::from_iter([keep(0, da), keep(1, db), keep(2, dg)]))
     }
 }
 

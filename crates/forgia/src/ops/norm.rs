@@ -1,7 +1,8 @@
 //! Normalization layers: layer_norm, rms_norm, group_norm and batch_norm (training statistics
 //! or running statistics). All share one record: forward saves the per-set mean and `rstd`,
 //! the backward is the fused formula `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` with
-//! `g = gy · weight` (`kernels/norm.rs`).
+//! `g = gy · weight` (`kernels/norm.rs`); a `create_graph` pass runs the same formula in
+//! differentiable ops instead.
 
 use std::sync::Arc;
 
@@ -118,6 +119,7 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
         spec: spec.clone(),
         weight: wd.as_ref().map(Tensor::value),
         has_bias: b.is_some(),
+        eps,
     };
     let inputs: SmallVec<[&Tensor; 3]> = [Some(x), w, b].into_iter().flatten().collect();
     Ok((attach(out, &inputs, record), var))
@@ -128,7 +130,7 @@ impl Tensor {
     /// `normalized_shape`): `y = (x - mean) / sqrt(var + eps) · weight + bias`, biased variance;
     /// `weight` and `bias` (each optional) have shape `normalized_shape`.
     ///
-    /// Backward (fused, saved mean/rstd): `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` with
+    /// Backward (fused, saved mean/rstd; differentiable ops in a `create_graph` pass): `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` with
     /// `g = gy · weight`; `gweight = Σ gy · x̂`, `gbias = Σ gy` over the leading axes.
     ///
     /// # Errors
@@ -296,6 +298,53 @@ struct NormBackward {
     spec: Spec,
     weight: Option<Array>,
     has_bias: bool,
+    /// The forward's `eps`, for the differentiable backward of a `create_graph` pass.
+    eps: f32,
+}
+
+impl NormBackward {
+    /// The backward of a `create_graph` pass, from differentiable ops: the statistics are
+    /// recomputed from the reconnected input (so the gradient is differentiable in `x` through
+    /// them), then `gx = rstd · (g - mean(g) - x̂ · mean(g · x̂))` (RMS: without `mean(g)`),
+    /// `g = gy · weight`, `gweight = Σ gy · x̂`, `gbias = Σ gy`.
+    ///
+    /// Elements are viewed two ways (`Sets`: chunk `i` belongs to set `i % count`; parameters:
+    /// element `e` uses parameter `(e / inner) % P`): `[rep, count, chunk]` for the statistics
+    /// and `[outer, P, inner]` for the parameters, each reduced over axes 0 and 2.
+    fn graph_backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let (s, inner, rms) = (&self.spec.sets, self.spec.inner, self.spec.rms);
+        let p = numel(&self.spec.param_shape);
+        let stat = [s.len / (s.chunk * s.count).max(1), s.count, s.chunk];
+        let params = [s.len / (inner * p).max(1), p, inner];
+        let axes = || [0usize, 2];
+        let xs = cx.input(0, &self.x).reshape(&stat)?;
+        let centered = if rms { xs } else { xs.sub(&xs.mean(axes(), true)?)? };
+        let rstd = centered.square().mean(axes(), true)?.add_scalar(self.eps).rsqrt();
+        let xhat = centered.mul(&rstd)?;
+        let gyp = gy.reshape(&params)?;
+        let w_slot = self.weight.is_some() as usize;
+        let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
+        if cx.needs_grad(0) {
+            let g = match &self.weight {
+                Some(w) => gyp.mul(&cx.input(1, w).reshape(&[p, 1])?)?,
+                None => gyp.clone(),
+            }
+            .reshape(&stat)?;
+            let mut d = g.sub(&xhat.mul(&g.mul(&xhat)?.mean(axes(), true)?)?)?;
+            if !rms {
+                d = d.sub(&g.mean(axes(), true)?)?;
+            }
+            out[0] = Some(d.mul(&rstd)?.reshape(self.x.shape())?);
+        }
+        if w_slot == 1 && cx.needs_grad(1) {
+            let gw = gyp.mul(&xhat.reshape(&params)?)?.sum(axes(), false)?;
+            out[1] = Some(gw.reshape(&self.spec.param_shape)?);
+        }
+        if self.has_bias && cx.needs_grad(1 + w_slot) {
+            out[1 + w_slot] = Some(gyp.sum(axes(), false)?.reshape(&self.spec.param_shape)?);
+        }
+        Ok(out)
+    }
 }
 
 impl Backward for NormBackward {
@@ -304,7 +353,9 @@ impl Backward for NormBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        cx.fused(self.spec.op)?;
+        if cx.create_graph() {
+            return self.graph_backward(cx, gy);
+        }
         let (s, inner) = (&self.spec.sets, self.spec.inner);
         let count = numel(&self.spec.param_shape);
         let gy = gy.contiguous_data()?;

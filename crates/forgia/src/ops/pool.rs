@@ -10,7 +10,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pool::{self as k, PoolGeom};
-use crate::tensor::{Shape, Size};
+use crate::tensor::Size;
 
 const OP_UP: &str = "upsample_nearest2d";
 
@@ -51,7 +51,8 @@ impl Tensor {
     /// `padding` → `[N, C, OH, OW]`, `OH = (H + 2p - k)/s + 1`.
     ///
     /// Backward: each `gy` goes to its window's maximum (argmax indices are saved; ties go to
-    /// the first maximum).
+    /// the first maximum); that scatter's own gradient reads the argmax back (a gather), so
+    /// every order is differentiable.
     ///
     /// # Errors
     /// `RankMismatch` for non rank-4 input; `InvalidArgument` for a zero kernel or stride,
@@ -69,19 +70,16 @@ impl Tensor {
             k::max_forward(&g, d, &mut y, &mut arg);
             Ok((y, arg))
         })?;
-        let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
-        Ok(attach(out, &[self], || PoolBackward {
-            geom: g,
-            count,
-            argmax: Some(Arc::new(arg)),
-            in_shape: self.shape().into(),
-        }))
+        let planes = [self.shape()[0], self.shape()[1]];
+        let out = Tensor::from_parts(y, &[planes[0], planes[1], g.oh, g.ow]);
+        Ok(attach(out, &[self], || PoolBackward { geom: g, map: PoolMap::Scatter(Arc::new(arg)), planes }))
     }
 
     /// Mean over `kernel` windows with zero `padding` counted in the divisor `kh·kw`
     /// (PyTorch's `count_include_pad = true`).
     ///
-    /// Backward: `gy / (kh·kw)` spread over each window.
+    /// Backward: `gy / (kh·kw)` spread over each window (the transpose of the op; its
+    /// gradient is avg_pool2d again, so every order is differentiable).
     ///
     /// # Errors
     /// As [`Tensor::max_pool2d`].
@@ -91,14 +89,8 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Result<Tensor> {
-        let (g, count) = geometry("avg_pool2d", self, kernel, stride, padding)?;
-        let y = self.try_with_data("avg_pool2d", |d| {
-            let mut y = crate::tensor::zeroed("avg_pool2d", count * g.oh * g.ow)?;
-            k::avg_forward(&g, d, &mut y);
-            Ok(y)
-        })?;
-        let out = Tensor::from_parts(y, &[self.shape()[0], self.shape()[1], g.oh, g.ow]);
-        Ok(attach(out, &[self], || PoolBackward { geom: g, count, argmax: None, in_shape: self.shape().into() }))
+        let (g, _) = geometry("avg_pool2d", self, kernel, stride, padding)?;
+        pool_map(PoolMap::Avg, self, g, [self.shape()[0], self.shape()[1]])
     }
 
     /// Global average pooling `[N, C, H, W]` → `[N, C, 1, 1]` (adaptive average pooling to
@@ -134,38 +126,94 @@ impl Tensor {
     }
 }
 
-/// The record of max and average pooling.
+/// Which linear map of one pooling geometry a node computes: max pooling reads its saved
+/// argmax (`Gather`) and its gradient scatters to it (`Scatter`); average pooling (`Avg`) and
+/// its gradient (`AvgT`, its transpose). Each map's gradient is its partner, so the records
+/// are differentiable to any order.
+#[derive(Clone)]
+enum PoolMap {
+    /// `[.., H, W] → [.., OH, OW]`: `y[o] = x[argmax[o]]` (max_pool2d and its second order).
+    Gather(Arc<Vec<u32>>),
+    /// `[.., OH, OW] → [.., H, W]`: `gx[argmax[o]] += gy[o]`.
+    Scatter(Arc<Vec<u32>>),
+    /// `[.., H, W] → [.., OH, OW]`: window means.
+    Avg,
+    /// `[.., OH, OW] → [.., H, W]`: each value spread `/ (kh·kw)` over its window.
+    AvgT,
+}
+
+impl PoolMap {
+    fn name(&self) -> &'static str {
+        match self {
+            PoolMap::Gather(_) => "max_pool2d",
+            PoolMap::Scatter(_) => "max_pool2d_backward",
+            PoolMap::Avg => "avg_pool2d",
+            PoolMap::AvgT => "avg_pool2d_backward",
+        }
+    }
+
+    /// The partner map (this map's gradient).
+    fn transpose(&self) -> PoolMap {
+        match self {
+            PoolMap::Gather(a) => PoolMap::Scatter(a.clone()),
+            PoolMap::Scatter(a) => PoolMap::Gather(a.clone()),
+            PoolMap::Avg => PoolMap::AvgT,
+            PoolMap::AvgT => PoolMap::Avg,
+        }
+    }
+
+    /// True for the maps that produce the input-sized side `[.., H, W]`.
+    fn to_input(&self) -> bool {
+        matches!(self, PoolMap::Scatter(_) | PoolMap::AvgT)
+    }
+}
+
+/// Applies `map` of geometry `g` to `t` (`planes = [N, C]`) and attaches its record.
+fn pool_map(map: PoolMap, t: &Tensor, g: PoolGeom, planes: [usize; 2]) -> Result<Tensor> {
+    let op = map.name();
+    let (h, w) = if map.to_input() { (g.h, g.w) } else { (g.oh, g.ow) };
+    let count = planes[0] * planes[1];
+    let out = t.try_with_data(op, |d| {
+        let mut out = crate::tensor::zeroed(op, count * h * w)?;
+        match &map {
+            PoolMap::Gather(arg) => k::max_gather(&g, d, arg, &mut out),
+            PoolMap::Scatter(arg) => k::max_backward(&g, d, arg, &mut out),
+            PoolMap::Avg => k::avg_forward(&g, d, &mut out),
+            PoolMap::AvgT => k::avg_backward(&g, d, &mut out),
+        }
+        Ok(out)
+    })?;
+    let out = Tensor::from_parts(out, &[planes[0], planes[1], h, w]);
+    Ok(attach(out, &[t], || PoolBackward { geom: g, map: map.transpose(), planes }))
+}
+
+/// The record of every pooling map: the geometry and the map that is its gradient.
 struct PoolBackward {
     geom: PoolGeom,
-    count: usize,
-    /// Argmax per output for max pooling; `None` for average pooling.
-    argmax: Option<Arc<Vec<u32>>>,
-    in_shape: Shape,
+    /// The map applied to `gy` (the transpose of the forward one).
+    map: PoolMap,
+    planes: [usize; 2],
 }
 
 impl Backward for PoolBackward {
     fn name(&self) -> &'static str {
-        if self.argmax.is_some() {
-            "max_pool2d"
-        } else {
-            "avg_pool2d"
+        // The op whose record this is: the partner of the map applied to `gy`.
+        match self.map {
+            PoolMap::Scatter(_) => "max_pool2d",
+            PoolMap::Gather(_) => "max_pool2d_backward",
+            PoolMap::AvgT => "avg_pool2d",
+            PoolMap::Avg => "avg_pool2d_backward",
         }
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        cx.fused(self.name())?;
-        let gx = gy.try_with_data(self.name(), |g| {
-            let mut gx = crate::tensor::zeroed(self.name(), self.count * self.geom.h * self.geom.w)?;
-            match &self.argmax {
-                Some(arg) => k::max_backward(&self.geom, g, arg, &mut gx),
-                None => k::avg_backward(&self.geom, g, &mut gx),
-            }
-            Ok(gx)
-        })?;
-        Ok(SmallVec::from_elem(Some(Tensor::from_parts(gx, &self.in_shape)), 1))
+    /// `gx = mapᵀ(gy)`: the fused kernel, with its own record (the forward map again) in a
+    /// `create_graph` pass; grad mode is off in a plain pass, so no record is built there.
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        let gx = pool_map(self.map.clone(), gy, self.geom, self.planes)?;
+        Ok(SmallVec::from_elem(Some(gx), 1))
     }
 
     fn estimated_work(&self) -> usize {
-        self.count * self.geom.oh * self.geom.ow * self.geom.k.0 * self.geom.k.1
+        self.planes[0] * self.planes[1] * self.geom.oh * self.geom.ow * self.geom.k.0 * self.geom.k.1
     }
 }

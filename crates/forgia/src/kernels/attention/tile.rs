@@ -11,11 +11,14 @@
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::tensor::Scratch;
 
-/// A row-major destination: element `(i, j)` is `data[off + i·ld + j]`.
+/// A row-major destination: element `(i, j)` is `data[off + i·ld + j]`. With `add` the
+/// product is added to what is there (the grouped heads' key/value gradients), else it
+/// overwrites it.
 pub(super) struct Dest<'a> {
     pub(super) data: &'a mut [f32],
     pub(super) off: usize,
     pub(super) ld: usize,
+    pub(super) add: bool,
 }
 
 /// The causal structure a product may exploit (query `i` sees keys `j <= i`).
@@ -44,7 +47,7 @@ pub(super) enum Products {
 /// Rows per register tile.
 const MR: usize = 4;
 
-/// `C = alpha · A B` for an `m × k` strided `A` and a `k × n` `B` whose rows are `ldb` apart
+/// `C = alpha · A B` (`C += alpha · A B` when `c.add`) for an `m × k` strided `A` and a `k × n` `B` whose rows are `ldb` apart
 /// and contiguous (element `(p, j)` at `b[b_off + p·ldb + j]`).
 #[inline(always)]
 pub(super) fn matmul(
@@ -133,8 +136,14 @@ fn tile<const R: usize, const NR: usize>(
     for r in 0..R {
         let at = c.off + (i0 + r) * c.ld + j0;
         let out: &mut [f32; NR] = (&mut c.data[at..at + NR]).try_into().expect("NR columns");
-        for j in 0..NR {
-            out[j] = alpha * acc[r][j];
+        if c.add {
+            for j in 0..NR {
+                out[j] += alpha * acc[r][j];
+            }
+        } else {
+            for j in 0..NR {
+                out[j] = alpha * acc[r][j];
+            }
         }
     }
 }
@@ -150,13 +159,18 @@ fn via_gemm(
 ) {
     let bm = MatRef { data: b, offset: b_off, row_stride: ldb as isize, col_stride: 1 };
     if c.ld == n {
-        return gemm(m, n, k, a, bm, &mut c.data[c.off..], false, alpha);
+        return gemm(m, n, k, a, bm, &mut c.data[c.off..], c.add, alpha);
     }
     // No larger than a block of the output or of the chunk's scratch, both allocated
     // fallibly by the caller before any product runs.
     let mut tmp = Scratch::within_checked(m * n);
     gemm(m, n, k, a, bm, &mut tmp, false, alpha);
     for (i, row) in tmp.chunks_exact(n.max(1)).take(m).enumerate() {
-        c.data[c.off + i * c.ld..][..n].copy_from_slice(row);
+        let dst = &mut c.data[c.off + i * c.ld..][..n];
+        if c.add {
+            dst.iter_mut().zip(row).for_each(|(d, &e)| *d += e);
+        } else {
+            dst.copy_from_slice(row);
+        }
     }
 }
