@@ -4,6 +4,7 @@
 //! fails.
 
 mod inputs;
+mod layers_loss;
 mod masks_sort;
 mod models;
 mod second_order;
@@ -84,6 +85,7 @@ fn cases() -> Vec<Case> {
     all.extend(loss_cases());
     all.extend(nn_cases());
     all.extend(extension_cases());
+    all.extend(layers_loss::layers_loss_cases());
     all.extend(attention_next_cases());
     all.extend(models::models_cases());
     all.extend(masks_sort::masks_sort_cases());

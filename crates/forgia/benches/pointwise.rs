@@ -39,5 +39,32 @@ fn add_threshold(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pointwise, add_threshold);
+/// Issue 15's activations at 64K elements: forward only, and the gated units forward +
+/// backward (their fused record).
+fn activations(c: &mut Criterion) {
+    let n = 1 << 16;
+    let (a, b) = inputs(n);
+    let mut group = c.benchmark_group("activations_64k");
+    group.throughput(Throughput::Elements(n as u64));
+    group.bench_function("elu", |bch| bch.iter(|| a.elu(1.0).unwrap()));
+    group.bench_function("selu", |bch| bch.iter(|| a.selu()));
+    group.bench_function("mish", |bch| bch.iter(|| a.mish()));
+    group.bench_function("hardswish", |bch| bch.iter(|| a.hardswish()));
+    group.bench_function("hardsigmoid", |bch| bch.iter(|| a.hardsigmoid()));
+    group.bench_function("log_sigmoid", |bch| bch.iter(|| a.log_sigmoid()));
+    group.bench_function("log1p", |bch| bch.iter(|| a.abs().log1p()));
+    group.bench_function("expm1", |bch| bch.iter(|| a.expm1()));
+    group.bench_function("glu_fused", |bch| bch.iter(|| a.glu(0).unwrap()));
+    let (v, g) = (a.clone().into_variable(), b.clone().into_variable());
+    group.bench_function("swiglu_with_fwd_bwd", |bch| {
+        bch.iter(|| {
+            v.swiglu_with(&g).unwrap().sum_all().backward().unwrap();
+            v.zero_grad();
+            g.zero_grad();
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, pointwise, add_threshold, activations);
 criterion_main!(benches);

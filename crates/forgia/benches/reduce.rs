@@ -27,5 +27,19 @@ fn reduce(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, reduce);
+/// Issue 15's reductions and scans on the same matrix: std, norms, cumprod, cummax.
+fn norms_and_scans(c: &mut Criterion) {
+    let m = Tensor::randn(&[1024, 1024], 0.0, 1.0, &mut Rng::new(3)).unwrap();
+    let mut group = c.benchmark_group("norms_scans_1024x1024");
+    group.throughput(Throughput::Elements(1 << 20));
+    group.bench_function("std_rows", |b| b.iter(|| m.std(1, 1, false).unwrap()));
+    group.bench_function("norm2_rows", |b| b.iter(|| m.norm(2.0, 1, false).unwrap()));
+    group.bench_function("norm_inf_rows", |b| b.iter(|| m.norm(f32::INFINITY, 1, false).unwrap()));
+    group.bench_function("cumprod_rows", |b| b.iter(|| m.cumprod(1).unwrap()));
+    group.bench_function("cummax_rows", |b| b.iter(|| m.cummax(1).unwrap()));
+    group.bench_function("cosine_similarity_rows", |b| b.iter(|| m.cosine_similarity(&m, 1, 1e-8).unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, reduce, norms_and_scans);
 criterion_main!(benches);

@@ -146,10 +146,13 @@ pub use ops::conv::{Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions};
 pub use ops::elemental::{elemental_binary, elemental_unary};
 pub use ops::elemental::{elemental_binary_with_second, elemental_unary_with_second};
 pub use ops::index::Indices;
+pub use ops::join::PadMode;
 pub use ops::loss;
 pub use ops::norm::RunningStats;
 pub use ops::rope::RopeOptions;
+pub use ops::smooth_activation::{SELU_ALPHA, SELU_SCALE};
 pub use ops::softmax::MaskedSoftmaxOptions;
+pub use ops::unfold::UnfoldOptions;
 pub use parallel::{num_threads, set_num_threads};
 pub use tensor::{
     buffer_cache_limit, cached_bytes, clear_buffer_cache, live_bytes, peak_bytes, reset_peak_bytes,

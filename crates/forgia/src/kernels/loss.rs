@@ -71,3 +71,30 @@ pub(crate) fn one_hot_rows(targets: &[Option<usize>], c: usize, (rest, value): (
         }
     }
 }
+
+/// Writes each row's class coefficients for a weighted, smoothed cross-entropy into the
+/// `[N, C]` buffer `out`: `eps/C · w_c + (1 - eps) · w_y · [c = y]`, and 0 for an ignored row.
+pub(crate) fn weighted_targets(targets: &[Option<usize>], w: &[f32], eps: f32, out: &mut [f32]) {
+    let c = w.len();
+    for (r, y) in targets.iter().enumerate() {
+        let row = &mut out[r * c..(r + 1) * c];
+        match y {
+            Some(y) => {
+                for (o, &wc) in row.iter_mut().zip(w) {
+                    *o = eps / c as f32 * wc;
+                }
+                row[*y] += (1.0 - eps) * w[*y];
+            }
+            None => row.fill(0.0),
+        }
+    }
+}
+
+/// Adds the column sums of the packed `[rows, cols]` block `x` into `out` (`[cols]`).
+pub(crate) fn add_column_sums(x: &[f32], cols: usize, out: &mut [f32]) {
+    for row in x.chunks_exact(cols.max(1)) {
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o += v;
+        }
+    }
+}

@@ -15,11 +15,13 @@ pub(crate) mod pointwise;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod rope;
+pub(crate) mod scan;
 pub(crate) mod scatter;
 pub(crate) mod simd;
 pub(crate) mod softmax;
 pub(crate) mod sort;
 pub(crate) mod ste;
+pub(crate) mod unfold;
 
 /// The first `n` consecutive chunks of `len` floats of `buf` (empty ones when `len` is 0): how
 /// the parallel kernels hand each part of their work its own slice of one scratch buffer.

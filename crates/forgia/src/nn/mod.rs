@@ -2,7 +2,8 @@
 //! [`Forward`] trait for single-input layers, and the layers — [`Linear`], [`Conv2d`],
 //! [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`BatchNorm2d`], [`Dropout`],
 //! [`MultiHeadAttention`], [`TransformerBlock`], [`Sequential`] and the activations [`Relu`],
-//! [`Tanh`], [`Gelu`] — with seeded initializers in [`init`].
+//! [`Tanh`], [`Gelu`], [`PRelu`], [`Elu`], [`Selu`], [`Silu`], [`Mish`], [`Hardswish`],
+//! [`Hardsigmoid`], [`LogSigmoid`], [`Glu`], the SwiGLU block [`SwiGluFeedForward`] — with seeded initializers in [`init`].
 //!
 //! Parameters are variables held by the module. Names are dotted like PyTorch's
 //! `state_dict` keys: `"weight"`, `"0.bias"`, `"fc1.weight"`. An optimizer updates a parameter
@@ -25,20 +26,24 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 
+mod activation;
 mod attention;
 mod conv;
 mod dropout;
 mod embedding;
+mod gated;
 pub mod init;
 mod linear;
 mod norm;
 mod sequential;
 mod transformer;
 
+pub use activation::{Elu, Glu, Hardsigmoid, Hardswish, LogSigmoid, Mish, PRelu, Selu, Silu};
 pub use attention::MultiHeadAttention;
 pub use conv::Conv2d;
 pub use dropout::Dropout;
 pub use embedding::Embedding;
+pub use gated::SwiGluFeedForward;
 pub use linear::Linear;
 pub use norm::{BatchNorm2d, LayerNorm, RmsNorm};
 pub use sequential::{Gelu, Relu, Sequential, Tanh};

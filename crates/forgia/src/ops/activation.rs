@@ -22,7 +22,8 @@ fn sigmoid(x: f32) -> f32 {
     fastmath::sigmoid(x)
 }
 
-struct Sigmoid;
+#[derive(Clone, Copy)]
+pub(crate) struct Sigmoid;
 impl UnaryRule for Sigmoid {
     const NAME: &'static str = "sigmoid";
     const USES_OUTPUT: bool = true;
@@ -93,7 +94,8 @@ impl UnaryRule for LeakyRelu {
     }
 }
 
-struct GeluErf;
+#[derive(Clone, Copy)]
+pub(crate) struct GeluErf;
 impl UnaryRule for GeluErf {
     const NAME: &'static str = "gelu";
     const USES_OUTPUT: bool = false;
@@ -114,7 +116,8 @@ impl UnaryRule for GeluErf {
     }
 }
 
-struct GeluTanh;
+#[derive(Clone, Copy)]
+pub(crate) struct GeluTanh;
 impl UnaryRule for GeluTanh {
     const NAME: &'static str = "gelu_tanh";
     const USES_OUTPUT: bool = false;
@@ -137,7 +140,8 @@ impl UnaryRule for GeluTanh {
     }
 }
 
-struct Silu;
+#[derive(Clone, Copy)]
+pub(crate) struct Silu;
 impl UnaryRule for Silu {
     const NAME: &'static str = "silu";
     const USES_OUTPUT: bool = false;

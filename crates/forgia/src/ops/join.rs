@@ -1,5 +1,5 @@
-//! Shape ops that join, split or rebuild tensors: concat, stack, split, chunk, constant pad,
-//! flip, repeat, and reshape with an inferred axis. Splits are views; the others write one
+//! Shape ops that join, split or rebuild tensors: concat, stack, split, chunk, pad (constant,
+//! reflect, replicate, circular), flip, roll, repeat, and reshape with an inferred axis. Splits are views; the others write one
 //! packed output. Every backward is built from views (narrow) or from these same ops, so it
 //! is differentiable.
 
@@ -161,6 +161,97 @@ impl Tensor {
         Ok(attach(out, &[self], || PadBackward { pads: pads.to_vec(), in_shape: self.shape().into() }))
     }
 
+    /// Padding in any of PyTorch's modes (`torch.nn.functional.pad`): `pads[i] = (before,
+    /// after)` around axis `i`, one pair per axis in axis order (not `F.pad`'s reversed flat
+    /// list). Any axis may be padded; the axes are padded in order, so corners come out as in
+    /// PyTorch. `Reflect` mirrors without repeating the edge (`[1 2 3]` → `3 2 [1 2 3] 2 1`),
+    /// `Replicate` repeats the edge, `Circular` wraps around.
+    ///
+    /// Backward: built from `narrow`, `flip`, `broadcast_to` and `concat`, so border elements
+    /// collect the gradient of every copy (differentiable to every order).
+    ///
+    /// # Errors
+    /// `RankMismatch` unless there is one pair per axis; `InvalidArgument` when a `Reflect`
+    /// pad is not smaller than its axis, a `Circular` pad is larger than its axis, or a
+    /// `Replicate` pad extends an empty axis.
+    pub fn pad_with(&self, pads: &[(usize, usize)], mode: PadMode) -> Result<Tensor> {
+        match mode {
+            PadMode::Constant(value) => self.pad(pads, value),
+            _ if pads.len() != self.rank() => fail(ErrorKind::RankMismatch {
+                op: "pad",
+                expected: "one (before, after) pair per axis",
+                shape: self.shape().to_vec(),
+            }),
+            _ => pads.iter().enumerate().try_fold(self.clone(), |x, (a, &p)| x.pad_axis(a, p, mode)),
+        }
+    }
+
+    /// Pads one axis in a non-constant mode.
+    fn pad_axis(&self, axis: usize, (before, after): (usize, usize), mode: PadMode) -> Result<Tensor> {
+        let n = self.shape()[axis];
+        if before == 0 && after == 0 {
+            return Ok(self.clone());
+        }
+        let limit_ok = match mode {
+            PadMode::Reflect => before < n && after < n,
+            PadMode::Circular => before <= n && after <= n,
+            _ => n > 0,
+        };
+        if !limit_ok {
+            return fail(ErrorKind::InvalidArgument {
+                op: "pad",
+                arg: "pads",
+                reason: format!("{mode:?} padding ({before}, {after}) does not fit axis {axis} of size {n}"),
+            });
+        }
+        let edge = |start: usize, len: usize| -> Result<Tensor> {
+            let mut shape = self.shape().to_vec();
+            shape[axis] = len;
+            self.narrow(axis, start, 1)?.broadcast_to(&shape)
+        };
+        let (left, right) = match mode {
+            PadMode::Reflect => {
+                (self.narrow(axis, 1, before)?.flip(axis)?, self.narrow(axis, n - 1 - after, after)?.flip(axis)?)
+            }
+            PadMode::Circular => (self.narrow(axis, n - before, before)?, self.narrow(axis, 0, after)?),
+            _ => (edge(0, before)?, edge(n - 1, after)?),
+        };
+        Tensor::concat(&[&left, self, &right], axis)
+    }
+
+    /// Rolls elements along `dims` by `shifts` (`torch.roll`): element `i` moves to
+    /// `(i + shift) mod n`. With no `dims`, the tensor is rolled as if flattened, by the one
+    /// shift given.
+    ///
+    /// Backward: `gx = roll(gy, -shifts, dims)` (through `narrow` and `concat`).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `shifts` and `dims` differ in length (or, with no `dims`, when
+    /// there is not exactly one shift); `AxisOutOfRange` for a bad dim.
+    pub fn roll(&self, shifts: &[isize], dims: &[isize]) -> Result<Tensor> {
+        if dims.is_empty() {
+            if shifts.len() != 1 {
+                let reason = format!("{} shifts without dims (need exactly one)", shifts.len());
+                return fail(ErrorKind::InvalidArgument { op: "roll", arg: "shifts", reason });
+            }
+            return self.reshape(&[self.numel()])?.roll(shifts, &[0])?.reshape(self.shape());
+        }
+        if shifts.len() != dims.len() {
+            let reason = format!("{} shifts for {} dims", shifts.len(), dims.len());
+            return fail(ErrorKind::InvalidArgument { op: "roll", arg: "shifts", reason });
+        }
+        let mut out = self.clone();
+        for (&shift, &dim) in shifts.iter().zip(dims) {
+            let a = self.axis("roll", dim)?;
+            let n = self.shape()[a];
+            let s = if n == 0 { 0 } else { shift.rem_euclid(n as isize) as usize };
+            if s != 0 {
+                out = Tensor::concat(&[&out.narrow(a, n - s, s)?, &out.narrow(a, 0, n - s)?], a)?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Reverses the order of elements along each of `axes` (a packed copy: views never carry
     /// negative strides).
     ///
@@ -242,6 +333,19 @@ impl Tensor {
             self.reshape(&dims)
         })
     }
+}
+
+/// How [`Tensor::pad_with`] fills the border.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PadMode {
+    /// A constant value (PyTorch's `"constant"`).
+    Constant(f32),
+    /// The mirror image without the edge element (`"reflect"`).
+    Reflect,
+    /// The edge element repeated (`"replicate"`).
+    Replicate,
+    /// The other end of the axis (`"circular"`).
+    Circular,
 }
 
 struct ConcatBackward {

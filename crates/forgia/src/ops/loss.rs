@@ -1,5 +1,7 @@
 //! Loss functions (PyTorch semantics): class losses over logits or log-probabilities with
-//! integer labels (`cross_entropy` with a fused one-pass backward, `nll_loss`), and the
+//! integer labels (`cross_entropy` with a fused one-pass backward, `nll_loss`), with class
+//! weights (`cross_entropy_weighted`) or probability targets (`cross_entropy_probs`), the fused
+//! `linear_cross_entropy` (an LM head without its full logits, in `loss_linear`), and the
 //! elementwise regression / binary losses re-exported from `loss_elementwise`.
 //!
 //! ```
@@ -14,7 +16,11 @@
 
 use smallvec::SmallVec;
 
-pub use super::loss_elementwise::{binary_cross_entropy_with_logits, huber_loss, kl_div, mse_loss};
+pub use super::loss_elementwise::{
+    binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss, huber_loss, kl_div, l1_loss,
+    margin_ranking_loss, mse_loss, smooth_l1_loss,
+};
+pub use super::loss_linear::{linear_cross_entropy, LinearCrossEntropyOptions};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
@@ -90,6 +96,109 @@ pub fn cross_entropy(logits: &Tensor, labels: &Indices, options: CrossEntropyOpt
     })
 }
 
+/// [`cross_entropy`] with a weight per class (PyTorch's `weight=`): row `r` with label `y`
+/// costs `(1-ε)·w_y·(lse - x_y) + (ε/C)·Σ_c w_c·(lse - x_c)`; ignored rows cost 0. `Mean`
+/// divides the sum by `Σ w_y` over the rows not ignored (PyTorch's weighted mean; NaN when
+/// that is 0), not by the row count.
+///
+/// Backward: through `log_softmax` (its fused record) and a constant coefficient matrix:
+/// `gx = (Σ_c a_c · softmax(x) - a) · gy / denom` per row, `a` the coefficients above.
+/// Differentiable to every order.
+///
+/// # Errors
+/// As [`cross_entropy`], plus `ShapeMismatch` when `weight` is not `[C]`.
+pub fn cross_entropy_weighted(
+    logits: &Tensor,
+    labels: &Indices,
+    weight: &Tensor,
+    options: CrossEntropyOptions,
+) -> Result<Tensor> {
+    const OP: &str = "cross_entropy";
+    let eps = options.label_smoothing;
+    check::unit_interval(OP, "label_smoothing", eps)?;
+    per_row(OP, logits, labels, options.ignore_index, options.reduction, |x, t| {
+        let (n, c) = (x.shape()[0], x.shape()[1]);
+        if weight.shape() != [c] {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: x.shape().to_vec(), rhs: weight.shape().to_vec() });
+        }
+        let w = weight.to_vec();
+        let mut a = crate::tensor::buffer(OP, n * c)?;
+        k::weighted_targets(t, &w, eps, &mut a);
+        let rows = x.log_softmax(1)?.mul(&Tensor::from_parts(a, &[n, c]))?.sum(1, false)?.neg();
+        match options.reduction {
+            Reduction::None => Ok(rows),
+            Reduction::Sum => Ok(rows.sum_all()),
+            _ => {
+                let denom: f64 = t.iter().flatten().map(|&y| w[y] as f64).sum();
+                Ok(rows.sum_all().scale((1.0 / denom) as f32))
+            }
+        }
+    })
+}
+
+/// Cross-entropy against probability ("soft") targets of the logits' shape (PyTorch's
+/// `cross_entropy` with a float target): row cost `-Σ_c w_c·t'_c·log_softmax(x)_c` with the
+/// smoothed target `t' = (1-ε)·t + ε/C` and optional class weights `w` (`[C]`, default 1).
+/// `Mean` divides by the number of rows (`N·d…`), whatever the weights; `ignore_index` does
+/// not apply to probability targets.
+///
+/// Backward: through `log_softmax` and `mul`: `g_logits = (Σ_c w_c t'_c · softmax(x) - w·t')
+/// · gy`, `g_target = -(1-ε)·w·log_softmax(x)·gy`. Differentiable to every order.
+///
+/// # Errors
+/// `RankMismatch` for logits of rank < 2; `ShapeMismatch` when the target's shape differs from
+/// the logits' or `weight` is not `[C]`; `InvalidArgument` for `label_smoothing` outside
+/// `[0, 1]` or `BatchMean`; `EmptyTensor` for zero classes.
+pub fn cross_entropy_probs(
+    logits: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    options: CrossEntropyOptions,
+) -> Result<Tensor> {
+    const OP: &str = "cross_entropy";
+    let eps = options.label_smoothing;
+    check::unit_interval(OP, "label_smoothing", eps)?;
+    if options.reduction == Reduction::BatchMean {
+        let reason = "BatchMean is for elementwise losses".into();
+        return fail(ErrorKind::InvalidArgument { op: OP, arg: "reduction", reason });
+    }
+    if logits.rank() < 2 {
+        return fail(ErrorKind::RankMismatch {
+            op: OP,
+            expected: "rank >= 2 ([N, C, ...])",
+            shape: logits.shape().to_vec(),
+        });
+    }
+    if target.shape() != logits.shape() {
+        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: target.shape().to_vec() });
+    }
+    let c = logits.shape()[1];
+    if c == 0 {
+        return fail(ErrorKind::EmptyTensor { op: OP, shape: logits.shape().to_vec() });
+    }
+    if let Some(w) = weight.filter(|w| w.shape() != [c]) {
+        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: w.shape().to_vec() });
+    }
+    let rows_shape: Vec<usize> = [logits.shape()[0]].into_iter().chain(logits.shape()[2..].iter().copied()).collect();
+    let flat = |t: &Tensor| -> Result<Tensor> {
+        if t.rank() == 2 {
+            return Ok(t.clone());
+        }
+        let perm: Vec<usize> = [0].into_iter().chain(2..t.rank()).chain([1]).collect();
+        t.permute(&perm)?.reshape(&[rows_shape.iter().product(), c])
+    };
+    let mut coef = flat(target)?.scale(1.0 - eps).add_scalar(eps / c as f32);
+    if let Some(w) = weight {
+        coef = coef.mul(&w.detach())?;
+    }
+    let rows = flat(logits)?.log_softmax(1)?.mul(&coef)?.sum(1, false)?.neg();
+    match options.reduction {
+        Reduction::None => rows.reshape(&rows_shape),
+        Reduction::Sum => Ok(rows.sum_all()),
+        _ => rows.mean_all(),
+    }
+}
+
 /// Negative log-likelihood of log-probabilities `[N, C]` (or `[N, C, d...]`) at integer
 /// `labels`: `-x[row, label]`, 0 for ignored rows; `Mean` divides by the rows not ignored.
 ///
@@ -132,15 +241,7 @@ fn per_row(
     if labels.shape() != want.as_slice() {
         return fail(ErrorKind::ShapeMismatch { op, lhs: x.shape().to_vec(), rhs: labels.shape().to_vec() });
     }
-    let targets: Vec<Option<usize>> = labels
-        .data()
-        .iter()
-        .map(|&l| match l {
-            l if l == ignore => Ok(None),
-            l if l >= 0 && (l as u64) < c as u64 => Ok(Some(l as usize)),
-            l => fail(ErrorKind::IndexOutOfRange { op, index: l, size: c }),
-        })
-        .collect::<Result<_>>()?;
+    let targets = class_targets(op, labels, c, ignore)?;
     if x.rank() == 2 {
         return f(x, &targets);
     }
@@ -154,8 +255,21 @@ fn per_row(
     }
 }
 
+/// Each label as a class in `0..c`, or `None` for `ignore`.
+pub(super) fn class_targets(op: &'static str, labels: &Indices, c: usize, ignore: i64) -> Result<Vec<Option<usize>>> {
+    labels
+        .data()
+        .iter()
+        .map(|&l| match l {
+            l if l == ignore => Ok(None),
+            l if l >= 0 && (l as u64) < c as u64 => Ok(Some(l as usize)),
+            l => fail(ErrorKind::IndexOutOfRange { op, index: l, size: c }),
+        })
+        .collect()
+}
+
 /// Per-row values combined by `reduction`, and the count of rows not ignored.
-fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (Tensor, usize) {
+pub(super) fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (Tensor, usize) {
     let count = targets.iter().filter(|t| t.is_some()).count();
     let total = rows.iter().map(|&v| v as f64).sum::<f64>();
     let out = match reduction {
@@ -168,14 +282,14 @@ fn combine(rows: Vec<f32>, targets: &[Option<usize>], reduction: Reduction) -> (
 
 /// The per-row gradient scale `w_row * g_row` (ignoring `gy`): 0 for ignored rows, `1/count`
 /// under `Mean`, 1 otherwise, as an `[N, 1]` constant.
-fn row_weights(targets: &[Option<usize>], reduction: Reduction, count: usize) -> Tensor {
+pub(super) fn row_weights(targets: &[Option<usize>], reduction: Reduction, count: usize) -> Tensor {
     let w = if reduction == Reduction::Mean { 1.0 / count as f32 } else { 1.0 };
     let data = targets.iter().map(|t| if t.is_some() { w } else { 0.0 }).collect();
     Tensor::from_parts(data, &[targets.len(), 1])
 }
 
 /// `gy` shaped to broadcast against `[N, C]`: `[N, 1]` per row, or `[1, 1]` for a scalar.
-fn gy_rows(gy: &Tensor) -> Result<Tensor> {
+pub(super) fn gy_rows(gy: &Tensor) -> Result<Tensor> {
     if gy.rank() == 0 {
         gy.reshape(&[1, 1])
     } else {

@@ -1,4 +1,4 @@
-//! Statistics and scans over axes: variance, log-sum-exp, product and cumulative sum. Each
+//! Statistics and scans over axes: variance, standard deviation, log-sum-exp, product and cumulative sum. Each
 //! backward is written in differentiable ops (prod's has a fused fast path), so all of them
 //! support `create_graph`.
 
@@ -57,6 +57,18 @@ impl Tensor {
                 denom,
             }))
         })
+    }
+
+    /// Standard deviation over `axes`: `√var(x, axes, correction)` (`torch.std` with
+    /// `correction`; `unbiased = true` is `correction = 1`).
+    ///
+    /// Backward: `gx = gy · (x - mean(x)) / ((n - correction) · y)`, through `var` and `sqrt`
+    /// (NaN where `y = 0`, as in PyTorch).
+    ///
+    /// # Errors
+    /// As [`Tensor::var`] (the op named `var`).
+    pub fn std(&self, axes: impl Into<Axes>, correction: usize, keepdim: bool) -> Result<Tensor> {
+        Ok(self.var(axes, correction, keepdim)?.sqrt())
     }
 
     /// `log Σ exp(x)` over `axes`, computed stably (shifted by the maximum).

@@ -327,6 +327,56 @@ impl UnaryRule for PowScalar {
     }
 }
 
+struct Log1p;
+impl UnaryRule for Log1p {
+    const NAME: &'static str = "log1p";
+    const USES_OUTPUT: bool = false;
+    #[inline(always)]
+    fn f(&self, x: f32) -> f32 {
+        x.ln_1p()
+    }
+    #[inline(always)]
+    fn df(&self, x: f32) -> f32 {
+        1.0 / (1.0 + x)
+    }
+    fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.add_scalar(1.0).reciprocal())
+    }
+}
+
+struct Expm1;
+impl UnaryRule for Expm1 {
+    const NAME: &'static str = "expm1";
+    const USES_OUTPUT: bool = true;
+    #[inline(always)]
+    fn f(&self, x: f32) -> f32 {
+        x.exp_m1()
+    }
+    #[inline(always)]
+    fn df(&self, y: f32) -> f32 {
+        y + 1.0
+    }
+    fn df_tensor(&self, y: &Tensor) -> Result<Tensor> {
+        Ok(y.add_scalar(1.0))
+    }
+}
+
+impl Tensor {
+    /// `ln(1 + x)`, accurate for small `|x|` (NaN below -1, -∞ at -1).
+    ///
+    /// Backward: `gx = gy / (1 + x)`.
+    pub fn log1p(&self) -> Tensor {
+        unary(self, Log1p)
+    }
+
+    /// `eˣ - 1`, accurate for small `|x|`.
+    ///
+    /// Backward: `gx = gy * (y + 1)`, from the saved output.
+    pub fn expm1(&self) -> Tensor {
+        unary(self, Expm1)
+    }
+}
+
 impl Tensor {
     /// `-x`.
     ///

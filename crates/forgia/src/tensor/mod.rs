@@ -19,7 +19,7 @@ mod var;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-pub(crate) use axis::{check_scalar_axes, resolve, resolve_insert, resolve_set, Names};
+pub(crate) use axis::{check_scalar_axes, resolve, resolve_index, resolve_insert, resolve_set, Names};
 pub use axis::{Axes, Axis};
 pub(crate) use gather::gather;
 pub(crate) use layout::Layout;
