@@ -281,13 +281,13 @@ fn args(
     seed: u64,
 ) -> Option<Args> {
     let x = tensor(&xs, fills.0, true, seed)?;
-    let y = tensor(&ys, fills.1, seed % 2 == 0, seed + 1)?;
+    let y = tensor(&ys, fills.1, seed.is_multiple_of(2), seed + 1)?;
     // The mask has x's shape half the time, y's otherwise (so it may not broadcast).
     let mask_shape = if seed % 4 < 2 { &xs } else { &ys };
     // Nonzero is true: about half the entries.
     let mask = tensor(mask_shape, Fill::Finite, false, seed + 2)?.relu();
     let finite = matches!(fills, (Fill::Finite, Fill::Finite));
-    let idx = indices(k, seed % 5 == 0);
+    let idx = indices(k, seed.is_multiple_of(5));
     Some(Args { x, y, mask, ax: axes.0, ax2: axes.1, s, k, shape, idx, finite })
 }
 
