@@ -149,7 +149,14 @@ fn every_module_optimizer_and_schedule_turns_bad_input_into_an_error_naming_it()
 fn modules_take_an_empty_batch_and_give_an_empty_batch() -> Result<()> {
     let mut r = rng();
     assert_eq!(Linear::new(3, 4, true, &mut r)?.forward(&t(&[0, 3]))?.shape(), &[0, 4]);
-    assert_eq!(LayerNorm::new(&[3], 1e-5)?.forward(&t(&[0, 3]))?.shape(), &[0, 3]);
+    let ln = LayerNorm::new(&[3], 1e-5)?;
+    let y = ln.forward(&t(&[0, 3]))?;
+    assert_eq!(y.shape(), &[0, 3]);
+    // Nothing flowed back: the parameters' gradients are zeros, not garbage.
+    y.sum_all().backward()?;
+    for (name, p) in ln.named_parameters() {
+        assert!(p.grad().is_none_or(|g| g.to_vec().iter().all(|&v| v == 0.0)), "{name}");
+    }
     assert_eq!(RmsNorm::new(3, 1e-5)?.forward(&t(&[0, 3]))?.shape(), &[0, 3]);
     let conv = Conv2d::new(1, 2, (3, 3), Conv2dOptions::default(), true, &mut r)?;
     assert_eq!(conv.forward(&t(&[0, 1, 5, 5]))?.shape(), &[0, 2, 3, 3]);

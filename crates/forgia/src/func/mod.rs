@@ -20,8 +20,10 @@
 //!
 //! **Forward mode is the double-VJP construction, always.** The engine has no tangent rules,
 //! so [`jvp`], [`jacfwd`] and [`hvp`] (like [`hessian`]) backpropagate through gradients
-//! computed with `create_graph`: every op of `f` needs a differentiable backward, and one
-//! that uses a fused kernel fails with `DoubleBackwardUnsupported { op }`, naming it.
+//! computed with `create_graph`: every op of `f` needs a differentiable backward. Every
+//! built-in op has one (fused records switch to differentiable ops in a `create_graph`
+//! pass); an elemental op built without its second-derivative closure fails with
+//! `DoubleBackwardUnsupported { op }`, naming it.
 //!
 //! **Results are constants** unless [`FuncOptions::create_graph`] is set (the `*_with`
 //! variants): then they are differentiable with respect to the inputs (and the seed or

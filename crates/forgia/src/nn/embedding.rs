@@ -2,7 +2,7 @@
 
 use super::Module;
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::ops::index::Indices;
 use crate::tensor::Rng;
 
@@ -71,11 +71,13 @@ impl Embedding {
     /// # Errors
     /// `IndexOutOfRange` for an id outside `0..num_embeddings`.
     pub fn forward(&self, ids: &Indices) -> Result<Tensor> {
-        let flat = ids.reshape(&[ids.len()])?;
-        let rows = self.weight.index_select(0, &flat)?;
-        let mut shape = ids.shape().to_vec();
-        shape.push(self.dim());
-        rows.reshape(&shape)
+        within("embedding", || {
+            let flat = ids.reshape(&[ids.len()])?;
+            let rows = self.weight.index_select(0, &flat)?;
+            let mut shape = ids.shape().to_vec();
+            shape.push(self.dim());
+            rows.reshape(&shape)
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use super::attention::{affine, attention, check_heads};
 use super::{visit_child, visit_child_mut, Forward, LayerNorm, Linear, Module, MultiHeadAttention};
 use crate::autograd::checkpoint_with;
 use crate::autograd::Tensor;
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::tensor::Rng;
 
 /// The position-wise feed-forward network `fc2(gelu(fc1(x)))` (exact, erf-based GELU).
@@ -24,9 +24,11 @@ impl FeedForward {
     /// # Errors
     /// `InvalidArgument` for a zero width.
     pub fn new(d_model: usize, d_ff: usize, rng: &mut Rng) -> Result<FeedForward> {
-        let fc1 = Linear::new(d_model, d_ff, true, rng)?;
-        let fc2 = Linear::new(d_ff, d_model, true, rng)?;
-        Ok(FeedForward { fc1, fc2 })
+        within("FeedForward::new", || {
+            let fc1 = Linear::new(d_model, d_ff, true, rng)?;
+            let fc2 = Linear::new(d_ff, d_model, true, rng)?;
+            Ok(FeedForward { fc1, fc2 })
+        })
     }
 
     /// `fc2(gelu(fc1(x)))`.
@@ -149,7 +151,7 @@ impl TransformerBlock {
     /// # Errors
     /// `RankMismatch` / `ShapeMismatch` for an input that is not `[B, S, D]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        block(&self.shape(), x, &self.params())
+        within("TransformerBlock", || block(&self.shape(), x, &self.params()))
     }
 
     /// The same function under activation checkpointing ([`crate::checkpoint_with`]): only

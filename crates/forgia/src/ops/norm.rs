@@ -82,7 +82,9 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
     check_eps(spec.op, eps)?;
     check_param(spec.op, w, &spec.param_shape)?;
     check_param(spec.op, b, &spec.param_shape)?;
-    if x.numel() == 0 {
+    // An empty batch of rows normalizes to an empty batch (as in PyTorch); a norm whose
+    // statistics pool over the batch (group, batch) has none to take from it.
+    if x.numel() == 0 && spec.rows(None, None).is_none() {
         return fail(ErrorKind::EmptyTensor { op: spec.op, shape: x.shape().to_vec() });
     }
     let xd = x.contiguous_data(spec.op)?;
@@ -138,7 +140,7 @@ impl Tensor {
     /// # Errors
     /// `ShapeMismatch` when the trailing axes or the parameters do not match
     /// `normalized_shape`; `InvalidArgument` for a negative or non-finite `eps`;
-    /// `EmptyTensor` for an empty input.
+    /// an empty input gives an empty result (as in PyTorch).
     pub fn layer_norm(
         &self,
         normalized_shape: &[usize],
@@ -164,7 +166,7 @@ impl Tensor {
     ///
     /// # Errors
     /// `RankMismatch` for a scalar; `ShapeMismatch` for a weight that is not `[D]`;
-    /// `InvalidArgument` for a bad `eps`; `EmptyTensor` for an empty input.
+    /// `InvalidArgument` for a bad `eps`; an empty input gives an empty result (as in PyTorch).
     pub fn rms_norm(&self, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
         if self.rank() == 0 {
             return fail(ErrorKind::RankMismatch { op: "rms_norm", expected: "rank >= 1", shape: vec![] });
