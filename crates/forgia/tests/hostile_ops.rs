@@ -269,7 +269,6 @@ fn check(op: &Op, args: &Args) -> std::result::Result<(), TestCaseError> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn args(
     xs: Vec<usize>,
     ys: Vec<usize>,

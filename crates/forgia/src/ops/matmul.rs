@@ -152,14 +152,11 @@ fn product_names(a: &Tensor, b: &Tensor) -> Result<Option<Names>> {
         return Ok(None);
     }
     let (ra, rb) = (a.rank(), b.rank());
-    let sub = |t: &Tensor, keep: &[usize]| {
-        let all: Vec<usize> = (0..t.rank()).filter(|i| !keep.contains(i)).collect();
-        names::without(t.names.as_ref(), &all)
-    };
+    // The leading `n` axes' names (the batch axes).
+    let leading = |t: &Tensor, n: usize| names::picked(t.names.as_ref(), &(0..n).map(Some).collect::<Vec<_>>());
     let (ba, bb) = (ra.saturating_sub(2), rb.saturating_sub(2));
     let batch_rank = ba.max(bb);
-    let a_batch = sub(a, &(0..ba).collect::<Vec<_>>());
-    let b_batch = sub(b, &(0..bb).collect::<Vec<_>>());
+    let (a_batch, b_batch) = (leading(a, ba), leading(b, bb));
     let batch = names::broadcast("matmul", a_batch.as_ref(), ba, b_batch.as_ref(), bb, batch_rank)?;
     let mut out: Vec<Option<String>> = batch.map(|n| n.to_vec()).unwrap_or_else(|| vec![None; batch_rank]);
     let name = |t: &Tensor, i: usize| t.names.as_ref().and_then(|n| n[i].clone());
