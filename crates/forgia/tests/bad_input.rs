@@ -3,37 +3,10 @@
 //! `Err` with its named kind — never a panic, never a silently wrong value.
 
 use forgia::loss::{self, CrossEntropyOptions, Reduction};
-use forgia::{AttentionOptions, Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, ErrorKind, Indices, Tensor};
+use forgia::{AttentionOptions, Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, ErrorKind, Tensor};
 
-fn t(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| (i % 7) as f32 * 0.1 + 0.1).collect(), shape).unwrap()
-}
-
-fn idx(v: &[i64], shape: &[usize]) -> Indices {
-    Indices::new(v.to_vec(), shape).unwrap()
-}
-
-type Check = fn(&ErrorKind) -> bool;
-
-fn shape(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::ShapeMismatch { .. } | ErrorKind::RankMismatch { .. })
-}
-fn axis(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::AxisOutOfRange { .. })
-}
-fn index(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::IndexOutOfRange { .. })
-}
-fn arg(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::InvalidArgument { .. })
-}
-fn empty(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::EmptyTensor { .. })
-}
-fn reshape(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::InvalidReshape { .. })
-}
+mod common;
+use common::bad_input::*;
 
 #[test]
 fn every_public_op_turns_bad_input_into_its_named_error() {
@@ -170,15 +143,7 @@ fn every_public_op_turns_bad_input_into_its_named_error() {
         ("rope odd dim", t(&[1, 1, 2, 3]).rope(10000.0), arg),
         ("ternary_ste_matmul", a23.ternary_ste_matmul(&a34), shape),
     ];
-    let mut failures = vec![];
-    for (name, result, check) in rows {
-        match result {
-            Ok(v) => failures.push(format!("{name}: accepted, gave shape {:?}", v.shape())),
-            Err(e) if !check(e.kind()) => failures.push(format!("{name}: wrong kind: {e:?}")),
-            Err(e) => assert!(!e.to_string().is_empty()),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    check_rows(rows);
 }
 
 #[test]

@@ -2,49 +2,10 @@
 //! its named kind, naming the op — never a panic, never a silently wrong value.
 
 use forgia::loss::{self, CrossEntropyOptions, Reduction};
-use forgia::{ErrorKind, Indices, PadMode, Tensor, UnfoldOptions};
+use forgia::{Indices, PadMode, Tensor, UnfoldOptions};
 
-fn t(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| (i % 7) as f32 * 0.1 + 0.1).collect(), shape).unwrap()
-}
-
-type Check = fn(&ErrorKind) -> bool;
-
-fn shape(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::ShapeMismatch { .. } | ErrorKind::RankMismatch { .. })
-}
-fn axis(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::AxisOutOfRange { .. })
-}
-fn arg(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::InvalidArgument { .. })
-}
-fn index(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::IndexOutOfRange { .. })
-}
-fn overflow(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::SizeOverflow { .. } | ErrorKind::OutOfMemory { .. } | ErrorKind::WorkLimitExceeded { .. })
-}
-fn empty(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::EmptyTensor { .. })
-}
-
-/// The op name an error carries, for the kinds these rows produce.
-fn op_of(k: &ErrorKind) -> &'static str {
-    match k {
-        ErrorKind::ShapeMismatch { op, .. }
-        | ErrorKind::RankMismatch { op, .. }
-        | ErrorKind::AxisOutOfRange { op, .. }
-        | ErrorKind::InvalidArgument { op, .. }
-        | ErrorKind::IndexOutOfRange { op, .. }
-        | ErrorKind::EmptyTensor { op, .. }
-        | ErrorKind::SizeOverflow { op, .. }
-        | ErrorKind::OutOfMemory { op, .. }
-        | ErrorKind::WorkLimitExceeded { op, .. } => op,
-        other => panic!("unexpected kind {other:?}"),
-    }
-}
+mod common;
+use common::bad_input::*;
 
 #[test]
 fn layers_losses_and_shape_ops_turn_bad_input_into_named_errors() {

@@ -3,32 +3,8 @@
 
 use forgia::{ErrorKind, Indices, Result, Tensor};
 
-fn t(shape: &[usize]) -> Tensor {
-    let n: usize = shape.iter().product();
-    Tensor::from_vec((0..n).map(|i| (i % 7) as f32 * 0.1 + 0.1).collect(), shape).unwrap()
-}
-
-fn idx(v: &[i64], shape: &[usize]) -> Indices {
-    Indices::new(v.to_vec(), shape).unwrap()
-}
-
-type Check = fn(&ErrorKind) -> bool;
-
-fn shape(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::ShapeMismatch { .. } | ErrorKind::RankMismatch { .. })
-}
-fn axis(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::AxisOutOfRange { .. })
-}
-fn index(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::IndexOutOfRange { .. })
-}
-fn arg(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::InvalidArgument { .. })
-}
-fn empty(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::EmptyTensor { .. })
-}
+mod common;
+use common::bad_input::*;
 
 fn drop_indices<T>(r: Result<(T, Indices)>) -> Result<()> {
     r.map(|_| ())

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod bad_input;
 pub mod golden;
 pub mod isolated;
 pub mod second_order;
