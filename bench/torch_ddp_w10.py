@@ -5,6 +5,8 @@ against 1 process x 1 thread on the same global batch. Prints one line like forg
 
     name=W10 impl=torch-ddp-gloo median_ms=<dp step> extra=ranks=N,...,throughput_ratio=<r>
 
+Blocks of 5 DDP steps alternate with blocks of 5 single-process steps, as in forgia's W10.
+
 Usage: /work/.venv-torch/bin/python bench/torch_ddp_w10.py [--ranks 2] [--reps 10]
 (spawns the ranks itself on loopback; run it in the same session as
 `mpirun -np 2 forgia bench W10 --threads 1` and record both lines side by side).
@@ -45,17 +47,19 @@ def data():
     return torch.randint(0, V, (B, T), generator=g), torch.randint(0, V, (B * T,), generator=g)
 
 
-def timed_steps(model, opt, ids, targets, reps, sync=None):
+BLOCK = 5  # steps per measured block, as forgia's W10
+
+
+def timed_steps(model, opt, ids, targets, n):
     times = []
-    for i in range(reps + 1):
+    for _ in range(n):
         start = time.perf_counter()
         logits = model(ids).reshape(-1, V)
         F.cross_entropy(logits, targets).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if i > 0:
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
 
 
 def rank_main(rank, ranks, reps, port, out):
@@ -68,13 +72,25 @@ def rank_main(rank, ranks, reps, port, out):
     ids, targets = data()
     per = B // ranks
     rows = slice(rank * per, (rank + 1) * per)
-    dp_ms = timed_steps(model, opt, ids[rows], targets.view(B, T)[rows].reshape(-1), reps)
-    single_ms = torch.zeros(1, dtype=torch.float64)
     if rank == 0:
         torch.manual_seed(6)
         single = CharTransformer()
         sopt = torch.optim.AdamW(single.parameters(), lr=3e-4)
-        single_ms[0] = timed_steps(single, sopt, ids, targets, reps)
+    # Blocks of DDP steps alternate with blocks of rank 0's single-process steps (the other
+    # ranks wait at a barrier), so both medians come from the same stretch of load; one
+    # warm-up step of each first.
+    dp, alone = [], []
+    blocks = -(-reps // BLOCK)
+    for block in range(blocks + 1):
+        n = 1 if block == 0 else BLOCK
+        t = timed_steps(model, opt, ids[rows], targets.view(B, T)[rows].reshape(-1), n)
+        dp += t if block else []
+        if rank == 0:
+            t = timed_steps(single, sopt, ids, targets, n)
+            alone += t if block else []
+        dist.barrier()
+    dp_ms = statistics.median(dp)
+    single_ms = torch.tensor([statistics.median(alone) if rank == 0 else 0.0], dtype=torch.float64)
     dist.all_reduce(single_ms)
     if rank == 0:
         ratio = single_ms.item() / dp_ms

@@ -21,6 +21,9 @@ use crate::error::{DistError, Result};
 /// Gradient bucket size when not told otherwise (PyTorch's `bucket_cap_mb=25`).
 pub const DEFAULT_BUCKET_CAP_BYTES: usize = 25 * 1024 * 1024;
 
+/// First-bucket size when not told otherwise (PyTorch's `first_bucket_bytes_cap`, 1 MiB).
+pub const DEFAULT_FIRST_BUCKET_CAP_BYTES: usize = 1024 * 1024;
+
 /// Options of [`DistributedDataParallel`].
 #[derive(Clone, Copy, Debug)]
 pub struct DdpOptions {
@@ -28,11 +31,26 @@ pub struct DdpOptions {
     /// a bucket of its own. Smaller buckets start communicating earlier in the pass, larger
     /// ones make fewer calls.
     pub bucket_cap_bytes: usize,
+    /// The most bytes of the first bucket (the last parameters, whose gradients are final
+    /// first), when smaller than `bucket_cap_bytes`: a small first bucket starts the first
+    /// allreduce early in the pass even for a model smaller than one bucket (PyTorch's
+    /// `first_bucket_bytes_cap`, 1 MiB by default).
+    pub first_bucket_cap_bytes: usize,
+}
+
+impl DdpOptions {
+    /// Buckets of at most `bytes` each, the first one included.
+    pub fn with_bucket_cap(bytes: usize) -> DdpOptions {
+        DdpOptions { bucket_cap_bytes: bytes, first_bucket_cap_bytes: bytes }
+    }
 }
 
 impl Default for DdpOptions {
     fn default() -> DdpOptions {
-        DdpOptions { bucket_cap_bytes: DEFAULT_BUCKET_CAP_BYTES }
+        DdpOptions {
+            bucket_cap_bytes: DEFAULT_BUCKET_CAP_BYTES,
+            first_bucket_cap_bytes: DEFAULT_FIRST_BUCKET_CAP_BYTES,
+        }
     }
 }
 
@@ -192,8 +210,11 @@ impl DistributedDataParallel {
     /// `Mismatch` when the ranks' parameter shapes differ; `InvalidArgument` for a zero
     /// bucket size or a parameter that is not a variable; a collective's `Timeout`.
     pub fn new(comm: Arc<Comm>, model: &mut dyn Module, options: DdpOptions) -> Result<DistributedDataParallel> {
-        if options.bucket_cap_bytes == 0 {
-            return Err(DistError::InvalidArgument("bucket_cap_bytes must be at least 1".into()));
+        if options.bucket_cap_bytes == 0 || options.first_bucket_cap_bytes == 0 {
+            return Err(DistError::InvalidArgument(format!(
+                "bucket_cap_bytes and first_bucket_cap_bytes must be at least 1 (got {} and {})",
+                options.bucket_cap_bytes, options.first_bucket_cap_bytes
+            )));
         }
         let params: Vec<Tensor> = model.named_parameters().into_iter().map(|(_, t)| t).collect();
         if let Some(p) = params.iter().find(|p| !p.is_variable()) {
@@ -201,7 +222,8 @@ impl DistributedDataParallel {
         }
         check_same_shapes(&comm, &params)?;
         broadcast_params(&comm, model)?;
-        let plan = plan(&params, options.bucket_cap_bytes);
+        let plan =
+            plan(&params, options.first_bucket_cap_bytes.min(options.bucket_cap_bytes), options.bucket_cap_bytes);
         let step = Mutex::new(Shared::fresh_step(&plan));
         let shared = Arc::new(Shared { comm, plan, sync: AtomicBool::new(true), step });
         let mut hooks = Vec::with_capacity(params.len());
@@ -322,15 +344,17 @@ impl Drop for NoSync<'_> {
 }
 
 /// Buckets over the parameters in reverse order (the order their gradients tend to become
-/// final), each up to `cap` bytes; a larger parameter gets its own.
-fn plan(params: &[Tensor], cap: usize) -> Plan {
+/// final), the first up to `first` bytes and the others up to `cap`; a larger parameter gets
+/// its own.
+fn plan(params: &[Tensor], first: usize, cap: usize) -> Plan {
     let shapes: Vec<Vec<usize>> = params.iter().map(|p| p.shape().to_vec()).collect();
     let mut buckets: Vec<Vec<usize>> = Vec::new();
     let mut bytes = 0usize;
     for i in (0..params.len()).rev() {
         let b = 4 * params[i].numel();
+        let limit = if buckets.len() == 1 { first } else { cap };
         match buckets.last_mut() {
-            Some(last) if bytes + b <= cap => {
+            Some(last) if bytes + b <= limit => {
                 last.push(i);
                 bytes += b;
             }

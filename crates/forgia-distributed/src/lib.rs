@@ -21,7 +21,9 @@ mod mpi_backend;
 mod sampler;
 
 pub use comm::{Comm, Started, DEFAULT_TIMEOUT};
-pub use ddp::{DdpOptions, DistributedDataParallel, Launch, NoSync, DEFAULT_BUCKET_CAP_BYTES};
+pub use ddp::{
+    DdpOptions, DistributedDataParallel, Launch, NoSync, DEFAULT_BUCKET_CAP_BYTES, DEFAULT_FIRST_BUCKET_CAP_BYTES,
+};
 pub use error::{DistError, Result};
 #[cfg(feature = "mpi")]
 pub use mpi_backend::launched_by_mpirun;

@@ -1,12 +1,45 @@
 //! The Open MPI backend (feature `mpi`): `MPI_Init_thread` on the communication thread, the
-//! world communicator's blocking collectives, `MPI_Abort` for the whole job.
+//! world communicator's collectives, `MPI_Abort` for the whole job.
+//!
+//! Each collective is started non-blocking and then polled with a growing pause between
+//! tests ([`poll`]): Open MPI's blocking calls spin at full speed while they wait for the
+//! other ranks, and during backward that spinning thread takes a core away from the pass
+//! that the allreduce is meant to overlap.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use mpi::request::{Request, Scope};
 
 use mpi::collective::SystemOperation;
 use mpi::environment::{Threading, Universe};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Root};
+
+/// The first pause between two tests of a pending collective, and the longest: short pauses
+/// keep a quick collective quick; the longest bounds the latency a slow one adds.
+const FIRST_PAUSE: Duration = Duration::from_micros(20);
+const LONGEST_PAUSE: Duration = Duration::from_micros(500);
+/// How long a collective is polled without pausing before the pauses start.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// Waits for `request` by testing it (each test also progresses MPI's transfers), spinning
+/// for [`SPIN`], then sleeping between tests, the pause doubling up to [`LONGEST_PAUSE`].
+fn poll<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>) {
+    let start = Instant::now();
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(r) => request = r,
+        }
+        if start.elapsed() < SPIN {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(LONGEST_PAUSE);
+        }
+    }
+}
 
 use crate::comm::{Backend, Comm, Op, Reply};
 use crate::error::{DistError, Result};
@@ -30,16 +63,21 @@ impl Backend for Mpi {
         match op {
             Op::SumF32(send) => {
                 let mut recv = vec![0.0f32; send.len()];
-                self.world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+                mpi::request::scope(|s| {
+                    poll(self.world.immediate_all_reduce_into(s, &send[..], &mut recv[..], SystemOperation::sum()))
+                });
                 Reply::F32(recv)
             }
             Op::SumF64(send) => {
                 let mut recv = vec![0.0f64; send.len()];
-                self.world.all_reduce_into(&send[..], &mut recv[..], SystemOperation::sum());
+                mpi::request::scope(|s| {
+                    poll(self.world.immediate_all_reduce_into(s, &send[..], &mut recv[..], SystemOperation::sum()))
+                });
                 Reply::F64(recv)
             }
             Op::Broadcast(mut data, root) => {
-                self.world.process_at_rank(root as i32).broadcast_into(&mut data[..]);
+                let root = self.world.process_at_rank(root as i32);
+                mpi::request::scope(|s| poll(root.immediate_broadcast_into(s, &mut data[..])));
                 Reply::F32(data)
             }
         }

@@ -49,7 +49,7 @@ fn a_parameter_without_gradient_on_one_rank_is_averaged_with_zeros() {
     let results = on_ranks(2, |c| {
         let rank = c.rank();
         let mut model = Mlp::new(3);
-        let ddp = DistributedDataParallel::new(c, &mut model, DdpOptions { bucket_cap_bytes: 64 }).unwrap();
+        let ddp = DistributedDataParallel::new(c, &mut model, DdpOptions::with_bucket_cap(64)).unwrap();
         let x = Tensor::ones(&[2, common::FEATURES]).unwrap();
         // Rank 0 uses the whole model; rank 1 only the first layer (l2 gets no gradient there).
         let loss = if rank == 0 { model.forward(&x).sum_all() } else { model.l1.forward(&x).unwrap().tanh().sum_all() };
@@ -95,7 +95,7 @@ fn buckets_start_their_allreduce_before_the_pass_ends() {
     on_ranks(2, |c| {
         let mut model = Mlp::new(3);
         // One bucket per parameter: the last layer's buckets are final early in the pass.
-        let ddp = DistributedDataParallel::new(c.clone(), &mut model, DdpOptions { bucket_cap_bytes: 4 }).unwrap();
+        let ddp = DistributedDataParallel::new(c.clone(), &mut model, DdpOptions::with_bucket_cap(4)).unwrap();
         assert_eq!(ddp.buckets().len(), 4);
         let x = Tensor::ones(&[8, common::FEATURES]).unwrap();
         // A slow first layer's backward (its input gradient is not needed, but the weight's
@@ -158,7 +158,7 @@ fn a_rank_with_an_empty_shard_still_takes_part() {
     on_ranks(2, |c| {
         let rank = c.rank();
         let mut model = Mlp::new(3);
-        let ddp = DistributedDataParallel::new(c, &mut model, DdpOptions { bucket_cap_bytes: 64 }).unwrap();
+        let ddp = DistributedDataParallel::new(c, &mut model, DdpOptions::with_bucket_cap(64)).unwrap();
         if rank == 0 {
             model.forward(&Tensor::ones(&[1, common::FEATURES]).unwrap()).sum_all().backward().unwrap();
         }
@@ -213,4 +213,24 @@ fn a_second_synchronizing_pass_without_finish_is_an_error() {
     model.forward(&x).sum_all().backward().unwrap();
     let e = model.forward(&x).sum_all().backward().unwrap_err();
     assert!(e.to_string().contains("finish()"), "{e}");
+}
+
+#[test]
+fn the_first_bucket_has_a_smaller_cap_of_its_own() {
+    // Parameters in reverse order: l2.bias (3), l2.weight (2), l1.bias (1), l1.weight (0).
+    let mut model = Mlp::new(0);
+    let options = DdpOptions { bucket_cap_bytes: 1 << 20, first_bucket_cap_bytes: 4 * common::CLASSES };
+    let ddp = DistributedDataParallel::new(Arc::new(Comm::local()), &mut model, options).unwrap();
+    assert_eq!(ddp.buckets(), &[vec![3], vec![2, 1, 0]]);
+    // PyTorch's defaults: 1 MiB first, 25 MB after; this small model fits the first bucket.
+    let ddp = DistributedDataParallel::new(Arc::new(Comm::local()), &mut model, DdpOptions::default()).unwrap();
+    assert_eq!(ddp.buckets(), &[vec![3, 2, 1, 0]]);
+    // A first cap above the others is no cap of its own.
+    let options = DdpOptions { bucket_cap_bytes: 4 * common::CLASSES, first_bucket_cap_bytes: 1 << 20 };
+    let ddp = DistributedDataParallel::new(Arc::new(Comm::local()), &mut model, options).unwrap();
+    assert_eq!(ddp.buckets()[0], vec![3]);
+    for bad in [DdpOptions { first_bucket_cap_bytes: 0, ..DdpOptions::default() }, DdpOptions::with_bucket_cap(0)] {
+        let e = DistributedDataParallel::new(Arc::new(Comm::local()), &mut model, bad).err().expect("a zero cap");
+        assert!(e.to_string().contains("first_bucket_cap_bytes"), "{e}");
+    }
 }

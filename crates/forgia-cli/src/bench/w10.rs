@@ -1,8 +1,8 @@
 //! `forgia bench W10` (feature `distributed`): W6's transformer step as data-parallel
 //! training. Run it as `mpirun -np 2 forgia bench W10 --threads 1`: every rank takes its share
-//! of W6's global batch of 32 sequences for `--reps` steps (DDP, default buckets), then rank 0
-//! alone runs the same global batch single-process on its one thread; rank 0 prints the
-//! throughput ratio (single-process step time over data-parallel step time; the goal for 2
+//! of W6's global batch of 32 sequences (DDP, default buckets), in blocks of steps that
+//! alternate with blocks in which rank 0 alone runs the same global batch single-process on
+//! its one thread (`--reps` steps of each in all); rank 0 prints the throughput ratio (single-process step time over data-parallel step time; the goal for 2
 //! ranks is 1.85). `bench/torch_ddp_w10.py` measures the same with PyTorch DDP on gloo.
 
 use std::sync::Arc;
@@ -21,6 +21,8 @@ use super::{line, BenchError};
 const VOCAB: usize = 65;
 const CONTEXT: usize = 64;
 const GLOBAL_BATCH: usize = 32;
+/// Steps per measured block (data-parallel and single-process blocks alternate).
+const BLOCK: usize = 5;
 
 /// The data-parallel W6 step against the single-process one; the line on rank 0, `None` on
 /// the others.
@@ -40,38 +42,48 @@ pub(super) fn w10(reps: usize) -> Result<Option<String>, BenchError> {
     let mut opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
     let (shard_ids, shard_targets) = batch(&ids, &targets, &shard)?;
     let weight = DistributedSampler::new(rank, ranks).loss_weight(shard.len(), GLOBAL_BATCH);
-    // A fixed number of steps (every rank must make the same collectives), one warm-up.
-    let mut times = Vec::with_capacity(reps);
-    for i in 0..=reps.max(1) {
-        let start = Instant::now();
-        step(&mut model, &mut opt, (&shard_ids, &shard_targets, shard.len()), weight, Some(&ddp))?;
-        if i > 0 {
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-    drop(ddp);
-    let parallel_ms = median(times);
-
-    let mut single_ms = [0.0f64];
-    if rank == 0 {
-        let mut model = CharTransformer::new(config, 6, false)?;
-        let mut opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
-        let (all_ids, all_targets) = batch(&ids, &targets, &rows)?;
-        let mut times = Vec::with_capacity(reps);
-        for i in 0..=reps.max(1) {
+    // Rank 0's single-process twin of the same step on the whole global batch.
+    let mut alone = if rank == 0 {
+        let model = CharTransformer::new(config, 6, false)?;
+        let opt = AdamW::new(AdamConfig { lr: 3e-4, ..AdamConfig::adamw() })?;
+        Some((model, opt, batch(&ids, &targets, &rows)?))
+    } else {
+        None
+    };
+    // Blocks of data-parallel steps alternate with blocks of single-process steps (the other
+    // ranks wait at a collective meanwhile), so both figures come from the same stretch of
+    // the machine's drifting load, as `rounds.sh` alternates forgia and its twin. One
+    // warm-up step of each first; every rank makes the same collectives.
+    let reps = reps.max(1);
+    let blocks = reps.div_ceil(BLOCK);
+    let (mut parallel, mut single) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    for block in 0..=blocks {
+        let n = if block == 0 { 1 } else { BLOCK };
+        for _ in 0..n {
             let start = Instant::now();
-            step(&mut model, &mut opt, (&all_ids, &all_targets, GLOBAL_BATCH), 1.0, None)?;
-            if i > 0 {
-                times.push(start.elapsed().as_secs_f64() * 1e3);
+            step(&mut model, &mut opt, (&shard_ids, &shard_targets, shard.len()), weight, Some(&ddp))?;
+            if block > 0 {
+                parallel.push(start.elapsed().as_secs_f64() * 1e3);
             }
         }
-        single_ms[0] = median(times);
+        if let Some((model, opt, (all_ids, all_targets))) = alone.as_mut() {
+            for _ in 0..n {
+                let start = Instant::now();
+                step(model, opt, (all_ids, all_targets, GLOBAL_BATCH), 1.0, None)?;
+                if block > 0 {
+                    single.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
+        // The other ranks wait here for rank 0's single-process block.
+        comm.all_reduce_sum_f64(&mut [0.0]).map_err(dist)?;
     }
-    // The other ranks wait here for rank 0's single-process half.
-    comm.all_reduce_sum_f64(&mut single_ms).map_err(dist)?;
+    drop(ddp);
+    let parallel_ms = median(parallel);
     if rank != 0 {
         return Ok(None);
     }
+    let single_ms = [median(single)];
     let ratio = single_ms[0] / parallel_ms;
     Ok(Some(line(
         "W10",

@@ -75,7 +75,7 @@ fn equal(comm: Arc<Comm>) -> Result<(), String> {
 fn unused(comm: Arc<Comm>) -> Result<(), String> {
     let (rank, size) = (comm.rank(), comm.size() as f32);
     let mut model = common::Mlp::new(3);
-    let ddp = DistributedDataParallel::new(comm.clone(), &mut model, DdpOptions { bucket_cap_bytes: 64 })
+    let ddp = DistributedDataParallel::new(comm.clone(), &mut model, DdpOptions::with_bucket_cap(64))
         .map_err(|e| e.to_string())?;
     let x = Tensor::ones(&[2, common::FEATURES]).map_err(|e| e.to_string())?;
     let loss = if rank == 0 {
@@ -101,7 +101,7 @@ fn unused(comm: Arc<Comm>) -> Result<(), String> {
 /// The last layer's buckets start their allreduce while the first layer's backward runs.
 fn overlap(comm: Arc<Comm>) -> Result<(), String> {
     let mut model = common::Mlp::new(3);
-    let ddp = DistributedDataParallel::new(comm.clone(), &mut model, DdpOptions { bucket_cap_bytes: 4 })
+    let ddp = DistributedDataParallel::new(comm.clone(), &mut model, DdpOptions::with_bucket_cap(4))
         .map_err(|e| e.to_string())?;
     let x = Tensor::ones(&[8, common::FEATURES]).map_err(|e| e.to_string())?;
     let h = forgia::custom_op(Slow, &[&model.l1.forward(&x).map_err(|e| e.to_string())?]).map_err(|e| e.to_string())?;

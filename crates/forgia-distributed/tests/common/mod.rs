@@ -85,8 +85,9 @@ pub fn train(
     let rank = comm.as_ref().map_or(0, |c| c.rank());
     let world = comm.as_ref().map_or(1, |c| c.size());
     let mut model = Mlp::new(init_seed + rank as u64);
-    let ddp =
-        comm.clone().map(|c| DistributedDataParallel::new(c, &mut model, DdpOptions { bucket_cap_bytes }).unwrap());
+    let ddp = comm
+        .clone()
+        .map(|c| DistributedDataParallel::new(c, &mut model, DdpOptions::with_bucket_cap(bucket_cap_bytes)).unwrap());
     let sampler = DistributedSampler::new(rank, world);
     // SGD with momentum: Adam divides by the root of tiny second moments, which turns the
     // last-bit differences of a sum taken in another order into visible ones.
