@@ -1,6 +1,7 @@
 //! `forgia bench`: the workload suite of BENCHMARKS.md, one line per workload:
 //! `name=<W> impl=forgia median_ms=<x> extra=<k=v,...>`.
 
+mod peak;
 mod w9;
 
 use std::time::Instant;
@@ -14,8 +15,8 @@ mod w10;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W9, W11; W10 by name only, under mpirun, feature
-    /// `distributed`); all but W10 when none is given.
+    /// Workloads to run (W1 … W9, W11, and `peak`, the FMA peak probe; W10 by name only,
+    /// under mpirun, feature `distributed`); all but W10 when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
     #[arg(long)]
@@ -49,7 +50,7 @@ pub(crate) enum BenchError {
     Distributed(String),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11", "peak"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -71,6 +72,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W8" => w8_deep(args.reps)?,
             "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
+            "PEAK" => peak::peak(args.reps)?,
             #[cfg(feature = "distributed")]
             "W10" => match w10::w10(args.reps)? {
                 Some(line) => line,
