@@ -1,6 +1,7 @@
 //! `forgia bench`: the workload suite of BENCHMARKS.md, one line per workload:
 //! `name=<W> impl=forgia median_ms=<x> extra=<k=v,...>`.
 
+mod peak;
 mod w9;
 
 use std::time::Instant;
@@ -14,8 +15,8 @@ mod w10;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W9, W11; W10 by name only, under mpirun, feature
-    /// `distributed`); all but W10 when none is given.
+    /// Workloads to run (W1 … W9, W11, and `peak`, the FMA peak probe; W10 by name only,
+    /// under mpirun, feature `distributed`); all but W10 when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
     #[arg(long)]
@@ -49,7 +50,7 @@ pub(crate) enum BenchError {
     Distributed(String),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11", "peak"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -71,6 +72,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W8" => w8_deep(args.reps)?,
             "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
+            "PEAK" => peak::peak(args.reps)?,
             #[cfg(feature = "distributed")]
             "W10" => match w10::w10(args.reps)? {
                 Some(line) => line,
@@ -319,24 +321,26 @@ fn w4_cnn(reps: usize) -> Result<String, forgia::Error> {
     Ok(line("W4", ms, &[]))
 }
 
-/// W7: 16 residual MLP blocks over [4096, 256], forward + backward, plain or with every block
-/// checkpointed. Run the two in separate processes so the peaks belong to one.
+/// W7: 16 residual MLP blocks `x + fc2(gelu(fc1(x)))` over [4096, 256] (hidden 1024; the
+/// layers are `linear`, as the twin's `nn.Linear`), forward + backward, plain or with every
+/// block checkpointed. Run the two in separate processes so the peaks belong to one.
 fn w7_residual(reps: usize, ckpt: bool) -> Result<String, forgia::Error> {
     let mut rng = forgia::Rng::new(7);
     let x = Tensor::randn(&[4096, 256], 0.0, 1.0, &mut rng)?;
+    // Weights [out, in], as `linear` (and `nn.Linear`) take them.
     let blocks: Vec<[Tensor; 4]> = (0..16)
         .map(|_| {
             [
-                Tensor::randn(&[256, 1024], 0.0, 0.06, &mut rng).expect("a small fixed shape").into_variable(),
+                Tensor::randn(&[1024, 256], 0.0, 0.06, &mut rng).expect("a small fixed shape").into_variable(),
                 Tensor::zeros(&[1024]).expect("a small fixed shape").into_variable(),
-                Tensor::randn(&[1024, 256], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable(),
+                Tensor::randn(&[256, 1024], 0.0, 0.03, &mut rng).expect("a small fixed shape").into_variable(),
                 Tensor::zeros(&[256]).expect("a small fixed shape").into_variable(),
             ]
         })
         .collect();
     fn block(t: &[Tensor]) -> Result<Tensor, forgia::Error> {
-        let h = t[0].matmul(&t[1])?.add(&t[2])?.gelu();
-        t[0].add(&h.matmul(&t[3])?.add(&t[4])?)
+        let h = t[0].linear(&t[1], Some(&t[2]))?.gelu();
+        t[0].add(&h.linear(&t[3], Some(&t[4]))?)
     }
     let before = rss_mb();
     forgia::reset_peak_bytes();
@@ -346,7 +350,10 @@ fn w7_residual(reps: usize, ckpt: bool) -> Result<String, forgia::Error> {
             let inputs = [&h, &p[0], &p[1], &p[2], &p[3]];
             h = if ckpt { forgia::checkpoint(block, &inputs)? } else { block(&inputs.map(Tensor::clone))? };
         }
-        h.mul(&h)?.mean_all()?.backward()?;
+        // The square is dropped before backward (as the twin's temporary is), not kept to the
+        // end of the statement.
+        let loss = h.mul(&h)?.mean_all()?;
+        loss.backward()?;
         blocks.iter().flatten().for_each(Tensor::zero_grad);
         Ok(())
     })?;

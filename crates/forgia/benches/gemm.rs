@@ -1,5 +1,7 @@
-//! GEMM: forgia's matmul against the `gemm` crate called directly on the same 2048³ shapes.
-//! Throughput is reported in elements/s where one element is one FLOP.
+//! GEMM: forgia's matmul against the `gemm` crate called directly on the same 2048³ shapes,
+//! and on the weight-gradient products `gyᵀ · x` of W6 (small output, inner dimension 2048),
+//! which forgia splits along the inner dimension. Throughput is reported in elements/s where
+//! one element is one FLOP.
 #![allow(missing_docs)] // criterion_group! generates an undocumented public fn
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -49,5 +51,60 @@ fn gemm_2048(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, gemm_2048);
+/// The `gemm` crate on a row-major `m × n` output of `aᵀ · b` (`a` stored `[k, m]`, `b`
+/// `[k, n]`, both row-major): forgia's call before the inner-dimension split.
+fn crate_at_b(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], out: &mut [f32], threads: usize) {
+    let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // SAFETY: `a` is k×m, `b` is k×n and `out` m×n, all row-major; `out` is exclusively
+    // borrowed and aliases neither input.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            m as isize,
+            1,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// W6's weight gradients `gyᵀ · x` over its 2048 rows: `[m, 2048] · [2048, n]` for the
+/// attention projections (128×128), the MLP (512×128, 128×512) and the head
+/// (65×128); forgia's matmul on the transposed view against the crate's unsplit call.
+fn weight_gradients(c: &mut Criterion) {
+    let k = 2048;
+    let threads = forgia::num_threads();
+    let mut group = c.benchmark_group("weight_gradient");
+    group.sample_size(20);
+    for (m, n) in [(128, 128), (512, 128), (128, 512), (65, 128)] {
+        let mut rng = Rng::new(2);
+        let gy = Tensor::randn(&[k, m], 0.0, 1.0, &mut rng).unwrap();
+        let x = Tensor::randn(&[k, n], 0.0, 1.0, &mut rng).unwrap();
+        let gyt = gy.transpose(0, 1).unwrap();
+        let (gv, xv) = (gy.to_vec(), x.to_vec());
+        let mut out = vec![0.0f32; m * n];
+        group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
+        group.bench_function(format!("forgia_{m}x{k}x{n}"), |bench| bench.iter(|| gyt.matmul(&x).unwrap()));
+        group.bench_function(format!("crate_unsplit_{m}x{k}x{n}"), |bench| {
+            bench.iter(|| crate_at_b(m, n, k, &gv, &xv, &mut out, threads))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, gemm_2048, weight_gradients);
 criterion_main!(benches);

@@ -27,8 +27,28 @@ impl MatRef<'_> {
     }
 }
 
+mod split_k;
+
+pub(crate) use split_k::{gemm_split_k, split_k_scratch};
+
+impl<'a> MatRef<'a> {
+    /// The same matrix with its first `rows` rows dropped.
+    fn skip_rows(self, rows: usize) -> MatRef<'a> {
+        MatRef { offset: self.offset + rows * self.row_stride as usize, ..self }
+    }
+
+    /// The same matrix with its first `cols` columns dropped.
+    fn skip_cols(self, cols: usize) -> MatRef<'a> {
+        MatRef { offset: self.offset + cols * self.col_stride as usize, ..self }
+    }
+}
+
 /// `c = beta_c * c + alpha * a · b` for an `m × k` `a` and a `k × n` `b`, into the packed
 /// row-major `m × n` block `c`. With `accumulate == false` the old `c` is ignored.
+///
+/// The result does not depend on the number of threads: the `gemm` crate splits the output
+/// between threads, never the inner dimension, so every element sums its products in the same
+/// order.
 pub(crate) fn gemm(
     m: usize,
     n: usize,
@@ -38,6 +58,29 @@ pub(crate) fn gemm(
     c: &mut [f32],
     accumulate: bool,
     alpha: f32,
+) {
+    let work = m.saturating_mul(n).saturating_mul(k);
+    let threads = if work >= PARALLEL_GEMM_WORK { parallel::kernel_threads() } else { 1 };
+    if threads > 1 {
+        parallel::install(|| gemm_on(m, n, k, a, b, c, accumulate, alpha, threads))
+    } else {
+        let _flush = parallel::FlushDenormals::new();
+        gemm_on(m, n, k, a, b, c, accumulate, alpha, 1)
+    }
+}
+
+/// [`gemm`] on the calling thread, letting the crate split the output over `threads` threads of
+/// the current rayon pool (the caller is on the library's pool when `threads > 1`).
+fn gemm_on(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: &mut [f32],
+    accumulate: bool,
+    alpha: f32,
+    threads: usize,
 ) {
     assert!(a.fits(m, k) && b.fits(k, n), "gemm operand out of bounds");
     assert!(m.checked_mul(n).is_some_and(|mn| c.len() >= mn), "gemm output too small");
@@ -50,44 +93,35 @@ pub(crate) fn gemm(
         }
         return;
     }
-    let work = m.saturating_mul(n).saturating_mul(k);
-    let threads = if work >= PARALLEL_GEMM_WORK { parallel::kernel_threads() } else { 1 };
-    let mut run = || {
-        let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-        // SAFETY: the bounds of every operand were asserted above for the given strides and
-        // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the
-        // assert instead of wrapping), and m, n, k > 0 here so the asserted ranges include
-        // each operand's offset and every element the kernel reads; `c` is an exclusive, packed m × n block (row stride n, column stride 1) that
-        // aliases neither input (it is a `&mut` borrow distinct from the `&` inputs).
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                c.as_mut_ptr(),
-                1,
-                n as isize,
-                accumulate,
-                a.data.as_ptr().add(a.offset),
-                a.col_stride,
-                a.row_stride,
-                b.data.as_ptr().add(b.offset),
-                b.col_stride,
-                b.row_stride,
-                1.0,
-                alpha,
-                false,
-                false,
-                false,
-                par,
-            )
-        }
-    };
-    if threads > 1 {
-        parallel::install(run)
-    } else {
-        let _flush = parallel::FlushDenormals::new();
-        run()
+    let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // SAFETY: the bounds of every operand were asserted above for the given strides and
+    // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the
+    // assert instead of wrapping), and m, n, k > 0 here so the asserted ranges include
+    // each operand's offset and every element the kernel reads; `c` is an exclusive, packed
+    // m × n block (row stride n, column stride 1) that aliases neither input (it is a `&mut`
+    // borrow distinct from the `&` inputs).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr().add(a.offset),
+            a.col_stride,
+            a.row_stride,
+            b.data.as_ptr().add(b.offset),
+            b.col_stride,
+            b.row_stride,
+            1.0,
+            alpha,
+            false,
+            false,
+            false,
+            par,
+        )
     }
 }
 

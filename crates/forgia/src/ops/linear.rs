@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
-use crate::kernels::gemm::{gemm, MatRef};
+use crate::kernels::gemm::{gemm_split_k, split_k_scratch, MatRef};
 use crate::tensor::{names, Array};
 
 const OP: &str = "linear";
@@ -63,7 +63,8 @@ impl Tensor {
         let xm = MatRef { data: x.packed(), offset: 0, row_stride: k as isize, col_stride: 1 };
         // Wᵀ read in place: element (i, j) of Wᵀ is W[j, i].
         let wt = MatRef { data: w.packed(), offset: 0, row_stride: 1, col_stride: k as isize };
-        gemm(m, n, k, xm, wt, &mut out, false, 1.0);
+        let mut scratch = crate::tensor::Scratch::new(OP, split_k_scratch(m, n, k))?;
+        gemm_split_k(m, n, k, xm, wt, &mut out, false, 1.0, &mut scratch);
         if let Some(b) = bias {
             // Added after the product rather than accumulated onto bias rows: the `gemm`
             // crate's path that reads its destination ran 1.4–1.9× slower on these shapes.

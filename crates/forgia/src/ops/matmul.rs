@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, Error, ErrorKind, Result};
-use crate::kernels::gemm::{gemm, MatRef};
+use crate::kernels::gemm::{gemm, gemm_split_k, split_k_scratch, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
 use crate::tensor::{names, Array, Layout, Names, Shape, Size};
@@ -46,8 +46,11 @@ fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n
         // Many small products (attention heads): one product per task.
         parallel::install(|| out.par_chunks_mut(m * n).enumerate().for_each(|(bi, c)| one(bi, c)));
     } else {
+        // A small output with a long inner dimension (a weight's gradient) is split along it.
+        let mut scratch = crate::tensor::Scratch::new("matmul", split_k_scratch(m, n, k))?;
         for (bi, c) in out.chunks_mut(m * n).enumerate() {
-            one(bi, c);
+            let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
+            gemm_split_k(m, n, k, mat(a, oa, ra), mat(b, ob, rb), c, false, 1.0, &mut scratch);
         }
     }
     Ok(out)

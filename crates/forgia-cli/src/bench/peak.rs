@@ -1,0 +1,210 @@
+//! `forgia bench peak`: the machine's FMA peak, measured in the same run as the workloads so
+//! that W5's "share of peak" compares figures from one moment of the machine's load. One
+//! thread per pool thread ([`forgia::num_threads`], so `--threads` applies) runs a loop of
+//! fused multiply-adds on 12 independent accumulators (enough to cover the FMA latency times
+//! the two FMA ports of a core), with the widest instruction set the CPU reports at run time:
+//! AVX-512F, else AVX2 with FMA, else scalar code. The line:
+//! `name=peak impl=forgia median_ms=<x> extra=gflops=<g>,isa=<avx512|avx2|scalar>,threads=<t>`.
+
+use std::sync::Barrier;
+
+use super::{line, median_ms};
+
+/// Independent accumulator registers per thread.
+const ACCUMULATORS: usize = 12;
+/// Loop trips per thread and repetition (about 15 ms on one AVX-512 core at 4 GHz).
+const TRIPS: u64 = 1 << 23;
+/// The recurrence `acc = acc · A + B` (exact binary fractions, `B = 1 - A`) climbs from 0
+/// towards 1: `1 - Aᵗ` after `t` trips.
+const A: f32 = 1.0 - B;
+const B: f32 = 1.0 / (1 << 20) as f32;
+
+/// The instruction set the probe runs with.
+#[derive(Clone, Copy, Debug)]
+enum Isa {
+    Avx512,
+    Avx2,
+    Scalar,
+}
+
+impl Isa {
+    /// The widest set this CPU supports.
+    fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Scalar
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512 => "avx512",
+            Isa::Avx2 => "avx2",
+            Isa::Scalar => "scalar",
+        }
+    }
+
+    /// Floating-point operations of one loop trip: a multiply and an add per lane and
+    /// accumulator.
+    fn flops_per_trip(self) -> f64 {
+        let lanes = match self {
+            Isa::Avx512 => 16,
+            Isa::Avx2 => 8,
+            Isa::Scalar => 1,
+        };
+        (2 * lanes * ACCUMULATORS) as f64
+    }
+
+    /// Runs `trips` loop trips on this thread; returns the accumulators' sum (so the loop is
+    /// not optimized away).
+    fn run(self, trips: u64) -> f32 {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Avx512` is only produced by `detect` after
+            // `is_x86_feature_detected!("avx512f")` returned true on this CPU, which is the one
+            // feature the function enables; it touches no memory but its locals.
+            Isa::Avx512 => unsafe { x86::fma_avx512(trips) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above, `Isa::Avx2` is only produced after both `avx2` and `fma` were
+            // detected, the two features the function enables.
+            Isa::Avx2 => unsafe { x86::fma_avx2(trips) },
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx512 | Isa::Avx2 => unreachable!("detected only on x86_64"),
+            Isa::Scalar => scalar(trips),
+        }
+    }
+}
+
+/// The fallback: 12 scalar multiply-adds per trip (a multiply and an add, not `mul_add`,
+/// which without the FMA feature is a library call).
+fn scalar(trips: u64) -> f32 {
+    let (a, b) = (std::hint::black_box(A), std::hint::black_box(B));
+    let mut acc = [0.0f32; ACCUMULATORS];
+    for _ in 0..trips {
+        for x in acc.iter_mut() {
+            *x = *x * a + b;
+        }
+    }
+    acc.iter().sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The vector loops over the recurrence of [`super::A`]: no overflow and no subnormals,
+    //! whose slow path would spoil the figure.
+    use std::arch::x86_64::*;
+
+    use super::{A, ACCUMULATORS, B};
+
+    /// 12 AVX-512 FMAs (16 lanes each) per trip.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn fma_avx512(trips: u64) -> f32 {
+        let a = _mm512_set1_ps(std::hint::black_box(A));
+        let b = _mm512_set1_ps(std::hint::black_box(B));
+        let mut acc = [_mm512_setzero_ps(); ACCUMULATORS];
+        for _ in 0..trips {
+            for x in acc.iter_mut() {
+                *x = _mm512_fmadd_ps(*x, a, b);
+            }
+        }
+        let sum = acc.iter().fold(_mm512_setzero_ps(), |s, &x| _mm512_add_ps(s, x));
+        _mm512_reduce_add_ps(sum)
+    }
+
+    /// 12 AVX2 FMAs (8 lanes each) per trip.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn fma_avx2(trips: u64) -> f32 {
+        let a = _mm256_set1_ps(std::hint::black_box(A));
+        let b = _mm256_set1_ps(std::hint::black_box(B));
+        let mut acc = [_mm256_setzero_ps(); ACCUMULATORS];
+        for _ in 0..trips {
+            for x in acc.iter_mut() {
+                *x = _mm256_fmadd_ps(*x, a, b);
+            }
+        }
+        let sum = acc.iter().fold(_mm256_setzero_ps(), |s, &x| _mm256_add_ps(s, x));
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` is 8 writable f32 (32 bytes), the unaligned store's exact size.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+        lanes.iter().sum()
+    }
+}
+
+/// Runs the probe on `threads` threads at once, each `trips` trips; the threads start
+/// together behind a barrier and the call returns when the last one is done.
+fn run_all(isa: Isa, threads: usize, trips: u64) -> f32 {
+    let start = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    start.wait();
+                    isa.run(trips)
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("the FMA probe does not panic")).sum()
+    })
+}
+
+/// `forgia bench peak`: the median time of one probe over every thread, as GFLOP/s.
+pub(crate) fn peak(reps: usize) -> Result<String, forgia::Error> {
+    probe_line(Isa::detect(), forgia::num_threads(), TRIPS, reps)
+}
+
+/// The workload line of `reps` (at least) probes of `trips` trips on `threads` threads.
+fn probe_line(isa: Isa, threads: usize, trips: u64, reps: usize) -> Result<String, forgia::Error> {
+    let ms = median_ms(reps, || {
+        std::hint::black_box(run_all(isa, threads, trips));
+        Ok(())
+    })?;
+    let flops = isa.flops_per_trip() * trips as f64 * threads as f64;
+    Ok(line(
+        "peak",
+        ms,
+        &[
+            ("gflops", format!("{:.1}", flops / (ms * 1e-3) / 1e9)),
+            ("isa", isa.name().to_string()),
+            ("threads", threads.to_string()),
+        ],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One lane's accumulator after `t` trips from 0: `1 - Aᵗ`.
+    fn expected(t: u64) -> f32 {
+        (1.0 - f64::from(A).powi(t as i32)) as f32
+    }
+
+    #[test]
+    fn every_instruction_set_the_cpu_has_runs_the_recurrence_on_every_lane() {
+        let trips = 1000;
+        let lanes = |isa: Isa| isa.flops_per_trip() as f32 / (2 * ACCUMULATORS) as f32;
+        for isa in [Isa::detect(), Isa::Scalar] {
+            let per_lane = isa.run(trips) / (lanes(isa) * ACCUMULATORS as f32);
+            assert!((per_lane - expected(trips)).abs() < 1e-3 * expected(trips), "{isa:?}: {per_lane}");
+        }
+        // Every thread runs its own accumulators.
+        let per_lane = run_all(Isa::Scalar, 3, trips) / (3 * ACCUMULATORS) as f32;
+        assert!((per_lane - expected(trips)).abs() < 1e-3 * expected(trips));
+    }
+
+    #[test]
+    fn the_line_names_the_probe_its_throughput_and_its_isa() {
+        let line = probe_line(Isa::Scalar, 2, 100, 1).unwrap();
+        assert!(line.starts_with("name=peak impl=forgia median_ms="), "{line}");
+        assert!(line.contains("extra=gflops=") && line.ends_with(",isa=scalar,threads=2"), "{line}");
+        assert_eq!(Isa::Scalar.flops_per_trip(), 24.0);
+        assert_eq!(Isa::Avx2.flops_per_trip(), 192.0);
+        assert_eq!(Isa::Avx512.flops_per_trip(), 384.0);
+    }
+}
