@@ -242,7 +242,7 @@ impl Backward for AddBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+        let mut out: Grads = smallvec::smallvec![None, None];
         if cx.needs_grad(0) {
             out[0] = Some(gy.clone());
         }
