@@ -366,8 +366,10 @@ fn fire(node: &Arc<Node>, pass: &Pass, keep_kernels: Option<bool>) -> Result<Sma
     let mut edge_slot = node.edge.lock();
     let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
     // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
-    let parents: SmallVec<[Option<Held<'_>>; 2]> =
-        edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
+    let mut parents: SmallVec<[Option<Held<'_>>; 2]> = SmallVec::new();
+    for p in &edge.parents {
+        parents.push(p.as_ref().and_then(Parent::get));
+    }
     // In a capturing pass, only the operands that lead to an input get a gradient.
     let wanted: Option<SmallVec<[bool; 2]>> =
         capture.map(|c| parents.iter().map(|p| p.as_ref().is_some_and(|p| c.needed(p))).collect());
