@@ -3,6 +3,8 @@
 //! `[d, d]`, each product `2·64·d²` multiply-adds, the work a branch node reports) joined by a
 //! chain of adds, forward + backward, with the pool and with the serial option, for several
 //! widths `d`: the smallest branch work at which the pool wins is where the threshold belongs.
+//! Also the cost of counting hooked leaves, and a capturing pass (`forgia::grad`) against a
+//! plain one.
 #![allow(missing_docs)] // criterion_group! generates an undocumented function
 
 use std::time::Duration;
@@ -69,5 +71,32 @@ fn leaf_hooks(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, threshold_sweep, leaf_hooks);
+/// `forgia::grad` against `backward` on the same graph: a 1,000-op chain of small ops over one
+/// input and a captured variable, the gradient of the input only (the capturing pass prunes
+/// the captured variable's branch and writes no `.grad`) vs a plain pass into both.
+fn capturing_pass(c: &mut Criterion) {
+    let mut group = c.benchmark_group("capturing_pass");
+    let x = Tensor::variable(vec![0.5; 16], &[16]).unwrap();
+    let w = Tensor::variable(vec![0.999; 16], &[16]).unwrap();
+    let chain = || {
+        let mut h = x.clone();
+        for i in 0..1000 {
+            h = if i % 2 == 0 { h.mul(&w).unwrap() } else { h.tanh() };
+        }
+        h.sum_all()
+    };
+    group.bench_function("grad_of_the_input", |b| {
+        b.iter(|| forgia::grad(&[&chain()], &[&x], &[], BackwardOptions::default()).unwrap())
+    });
+    group.bench_function("backward_into_both", |b| {
+        b.iter(|| {
+            chain().backward().unwrap();
+            x.zero_grad();
+            w.zero_grad();
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, threshold_sweep, leaf_hooks, capturing_pass);
 criterion_main!(benches);

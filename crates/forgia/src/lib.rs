@@ -135,6 +135,7 @@ mod parallel;
 pub mod runtime;
 pub mod tensor;
 
+pub use autograd::grad;
 pub use autograd::gradcheck::{gradcheck, GradcheckOptions, GradcheckReport, Mismatch};
 pub use autograd::HookHandle;
 pub use autograd::{checkpoint, checkpoint_with, custom_op, CustomOp};

@@ -118,10 +118,32 @@ pub(crate) fn serially<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+thread_local! {
+    /// Set while the backward engine runs a record on this thread at a time when its pass
+    /// already has a task for every pool thread (see [`with_kernels_on_this_thread`]).
+    static KERNELS_ON_THIS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the kernels it calls kept on this thread (`keep`) or free to split over the
+/// pool (`!keep`, the default), restoring the previous setting afterwards. The backward engine
+/// keeps a record's kernels on its thread while the pass has independent tasks enough to
+/// fill the pool: splitting a GEMM then only hands work between threads that are busy
+/// anyway, and a thread waiting on its half may run another branch inside that wait.
+pub(crate) fn with_kernels_on_this_thread<R>(keep: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            KERNELS_ON_THIS_THREAD.with(|k| k.set(self.0));
+        }
+    }
+    let _restore = Restore(KERNELS_ON_THIS_THREAD.with(|k| k.replace(keep)));
+    f()
+}
+
 /// How many threads a kernel called from this thread may split its work over: 1 inside
-/// [`serially`], else the pool's size.
+/// [`serially`] or [`with_kernels_on_this_thread`], else the pool's size.
 pub(crate) fn kernel_threads() -> usize {
-    if in_serial() {
+    if in_serial() || KERNELS_ON_THIS_THREAD.with(std::cell::Cell::get) {
         1
     } else {
         num_threads()

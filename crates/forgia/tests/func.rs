@@ -449,3 +449,66 @@ fn an_input_the_function_ignores_gets_zero_blocks() {
     assert!(h.iter().flatten().all(|b| b.to_vec().iter().all(|&v| v == 0.0)), "a linear function has no curvature");
     assert_eq!(h[0][1].shape(), &[2, 3]);
 }
+
+/// The MLP of [`mlp_point`] with its weights `b1, w2, b2` captured as variables (not inputs).
+fn mlp_capturing_variables() -> (F, Vec<Tensor>, Vec<Tensor>) {
+    let b1 = t(&common::lcg(4, 3, 0.3), &[4]).into_variable();
+    let w2 = t(&common::lcg(8, 4, 0.8), &[2, 4]).into_variable();
+    let b2 = t(&common::lcg(2, 5, 0.3), &[2]).into_variable();
+    let inputs = vec![t(&common::lcg(3, 1, 1.0), &[3]), t(&common::lcg(12, 2, 0.8), &[4, 3])];
+    (mlp(&b1, &w2, &b2), vec![b1, w2, b2], inputs)
+}
+
+#[test]
+fn transforms_write_no_gradient_on_variables_the_function_captures() {
+    let (f, captured, xs) = mlp_capturing_variables();
+    let s = summed(Box::new(move |xs| f(xs)));
+    let ts = xs.clone();
+    let mut results = Vec::new();
+    results.extend(func::vjp(&s, &xs, &Tensor::scalar(1.0)).unwrap().1);
+    results.push(func::jvp(&s, &xs, &ts).unwrap().1);
+    results.extend(func::jacobian(&s, &xs).unwrap());
+    results.extend(func::jacfwd(&s, &xs).unwrap());
+    // Second order: the gradient is taken with create_graph, then differentiated again.
+    results.extend(func::hessian(&s, &xs).unwrap().into_iter().flatten());
+    results.extend(func::hvp(&s, &xs, &ts).unwrap().1);
+    // Differentiable results: their own passes, and the caller's pass through them.
+    let (_, dg) = func::vjp_with(&s, &xs, &Tensor::scalar(1.0), GRAPH).unwrap();
+    let dh = func::hessian_with(&s, &xs, GRAPH).unwrap();
+    let (_, dhv) = func::hvp_with(&s, &xs, &ts, GRAPH).unwrap();
+    for (i, c) in captured.iter().enumerate() {
+        assert!(c.grad().is_none(), "captured variable {i} got a gradient from a transform");
+    }
+    assert_eq!(results.len(), 2 + 1 + 2 + 2 + 4 + 2);
+    let xv: Vec<Tensor> = xs.iter().map(|x| x.clone().into_variable()).collect();
+    let (_, g) = func::vjp_with(&s, &xv, &Tensor::scalar(1.0), GRAPH).unwrap();
+    g[0].sum_all().add(&dg[1].sum_all()).unwrap().add(&dh[0][1].sum_all()).unwrap().backward().unwrap();
+    let (_, hv) = func::hvp_with(&s, &xv, &ts, GRAPH).unwrap();
+    hv[1].sum_all().add(&dhv[0].sum_all()).unwrap().backward().unwrap();
+    assert!(xv.iter().all(|x| x.grad().is_some()), "the inputs get their gradients");
+    for (i, c) in captured.iter().enumerate() {
+        assert!(c.grad().is_none(), "captured variable {i} got a gradient through a differentiable result");
+    }
+}
+
+#[test]
+fn a_captured_variable_is_held_fixed_and_its_value_still_counts() {
+    // f(x) = w·x² with w captured: ∂f/∂x = 2wx, ∂²f/∂x² = 2w; w itself gets nothing.
+    let w = Tensor::variable(vec![3.0], &[1]).unwrap();
+    let f = |xs: &[Tensor]| Ok(xs[0].mul(&xs[0])?.mul(&w)?.sum_all());
+    let x = Tensor::from_vec(vec![2.0], &[1]).unwrap();
+    let (_, g) = func::vjp(f, one(&x), &Tensor::scalar(1.0)).unwrap();
+    assert_eq!(g[0].to_vec(), vec![12.0]);
+    assert_eq!(func::hessian(f, one(&x)).unwrap()[0][0].to_vec(), vec![6.0]);
+    let (_, hv) = func::hvp(f, one(&x), &[Tensor::from_vec(vec![0.5], &[1]).unwrap()]).unwrap();
+    assert_eq!(hv[0].to_vec(), vec![3.0]);
+    let (_, jt) = func::jvp(f, one(&x), &[Tensor::from_vec(vec![1.0], &[1]).unwrap()]).unwrap();
+    assert_eq!(jt.to_vec(), vec![12.0]);
+    assert!(w.grad().is_none());
+    // A gradient the caller already accumulated on the captured variable stays as it was.
+    w.mul(&w).unwrap().sum_all().backward().unwrap();
+    let xv = x.clone().into_variable();
+    func::hessian_with(f, one(&xv), GRAPH).unwrap()[0][0].sum_all().backward().unwrap();
+    assert_eq!(xv.grad().unwrap().to_vec(), vec![0.0]); // ∂(2w)/∂x
+    assert_eq!(w.grad().unwrap().to_vec(), vec![6.0]);
+}

@@ -70,7 +70,7 @@ impl Tensor {
     pub fn grad(&self) -> Option<Tensor> {
         let node = self.node.as_ref()?;
         let slot = node.grad.lock();
-        let g = if node.is_leaf() { slot.acc.as_deref().cloned() } else { slot.retained.as_deref().cloned() };
+        let g = if node.is_leaf() { slot.acc.as_deref().cloned() } else { slot.retained().cloned() };
         g.map(|mut g| {
             g.names = self.names.clone();
             g
@@ -85,7 +85,7 @@ impl Tensor {
             if node.is_leaf() {
                 slot.acc = None;
             } else {
-                slot.retained = None;
+                slot.clear_retained();
             }
         }
     }

@@ -4,12 +4,13 @@
 //! branches — on the others. It never names an op.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use super::capture::Capture;
 use super::hooks::PassLeaves;
 use super::mode::set_grad_enabled;
 use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
@@ -48,8 +49,17 @@ struct Pass {
     retain: bool,
     error: Mutex<Option<Error>>,
     failed: AtomicBool,
-    /// The hooked leaves this pass reaches, with their own counts (empty without hooks).
+    /// The hooked leaves this pass reaches, with their own counts (empty without hooks, and in
+    /// a capturing pass, which accumulates into no leaf).
     leaves: PassLeaves,
+    /// The inputs of a capturing pass ([`super::grad`]): their gradients go to the pass's own
+    /// slots, no other gradient is written, and only nodes leading to them run their records.
+    capture: Option<Capture>,
+    /// Drains of this pass running or queued on the pool (the caller's included): while there
+    /// are as many as pool threads, records keep their kernels on their own thread.
+    tasks: AtomicUsize,
+    /// The pool's size.
+    threads: usize,
 }
 
 /// How a pass drains its ready nodes.
@@ -75,6 +85,27 @@ pub(super) fn run_with(
     options: BackwardOptions,
     mode: Drain,
 ) -> Result<()> {
+    run_pass(outputs, seeds, options, mode, None).map(drop)
+}
+
+/// A capturing pass (see [`super::grad`]): returns `capture` with the inputs' gradients.
+pub(super) fn run_capturing(
+    outputs: &[&Tensor],
+    seeds: &[Option<&Tensor>],
+    options: BackwardOptions,
+    capture: Capture,
+) -> Result<Capture> {
+    Ok(run_pass(outputs, seeds, options, Drain::Public, Some(capture))?.expect("a capturing pass returns its capture"))
+}
+
+/// One pass: validate, prepare, seed, drain, finish (README: "A pass, step by step").
+fn run_pass(
+    outputs: &[&Tensor],
+    seeds: &[Option<&Tensor>],
+    options: BackwardOptions,
+    mode: Drain,
+    mut capture: Option<Capture>,
+) -> Result<Option<Capture>> {
     if outputs.len() != seeds.len() {
         return fail(ErrorKind::InvalidArgument {
             op: "backward_many",
@@ -115,17 +146,31 @@ pub(super) fn run_with(
     }
 
     // 3. Deliver the seeds; each counts as one pending contribution of its output.
+    if let Some(capture) = capture.as_mut() {
+        capture.mark(roots.iter().map(|(n, _)| n));
+    }
+    let leaves = match capture {
+        None => PassLeaves::collect(roots.iter().map(|(n, _)| n), &visited),
+        Some(_) => PassLeaves::default(),
+    };
     let pass = Pass {
         options,
         retain: options.retain_graph || options.create_graph,
         error: Mutex::new(None),
         failed: AtomicBool::new(false),
-        leaves: PassLeaves::collect(roots.iter().map(|(n, _)| n), &visited),
+        leaves,
+        capture,
+        tasks: AtomicUsize::new(0),
+        threads: crate::parallel::num_threads(),
     };
     let mut ready: Vec<Arc<Node>> = Vec::new();
     for (node, seed) in &roots {
         if let Some(s) = seed {
-            if let Err(e) = accumulate(node, s.clone(), options.create_graph) {
+            let delivered = match &pass.capture {
+                Some(c) if node.leaf => c.deliver(node, s, options.create_graph),
+                _ => accumulate(node, s.clone(), options.create_graph),
+            };
+            if let Err(e) = delivered {
                 rollback(&visited, pass_id);
                 return Err(e);
             }
@@ -145,15 +190,18 @@ pub(super) fn run_with(
     // 4. Drain.
     let use_pool = mode == Drain::Public
         && !options.serial
-        && crate::parallel::num_threads() > 1
+        && pass.threads > 1
         && visited.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).nth(1).is_some();
     if use_pool {
         let pass = &pass;
         crate::parallel::install(|| {
             rayon::in_place_scope(|scope| {
+                // Relaxed (both): a scheduling hint; the scope's join publishes everything.
+                pass.tasks.fetch_add(1, Ordering::Relaxed);
                 for node in ready {
                     drain(node, pass, Some(scope));
                 }
+                pass.tasks.fetch_sub(1, Ordering::Relaxed);
             })
         });
     } else if mode == Drain::Public && options.serial {
@@ -182,7 +230,7 @@ pub(super) fn run_with(
             }
         }
     }
-    Ok(())
+    Ok(pass.capture)
 }
 
 /// The prepare walk: an explicit stack, one pending contribution per consumer edge (and per
@@ -248,7 +296,10 @@ fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>)
         if pass.failed.load(Ordering::Acquire) {
             return;
         }
-        match fire(&node, pass) {
+        // On the pool, a record keeps its kernels on this thread while the pass has a task
+        // for every pool thread. Relaxed: a hint (a stale count only splits a kernel or not).
+        let keep = scope.map(|_| pass.tasks.load(Ordering::Relaxed) >= pass.threads);
+        match fire(&node, pass, keep) {
             Ok(ready) => match scope {
                 Some(scope) => {
                     let mut heavy: SmallVec<[Arc<Node>; 4]> = SmallVec::new();
@@ -261,7 +312,12 @@ fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>)
                     }
                     let keep = if local.is_empty() { heavy.pop() } else { None };
                     for next in heavy {
-                        scope.spawn(move |s| drain(next, pass, Some(s)));
+                        // Relaxed (both): as above.
+                        pass.tasks.fetch_add(1, Ordering::Relaxed);
+                        scope.spawn(move |s| {
+                            drain(next, pass, Some(s));
+                            pass.tasks.fetch_sub(1, Ordering::Relaxed);
+                        });
                     }
                     local.extend(keep);
                 }
@@ -281,45 +337,62 @@ fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>)
 }
 
 /// Runs one node's record with its complete gradient, delivers the operand gradients and
-/// returns the operands that became ready.
-fn fire(node: &Arc<Node>, pass: &Pass) -> Result<SmallVec<[Arc<Node>; 4]>> {
+/// returns the operands that became ready. `keep_kernels`: on the pool, whether the record's
+/// kernels stay on this thread (`None`: off the pool, leave the setting alone).
+fn fire(node: &Arc<Node>, pass: &Pass, keep_kernels: Option<bool>) -> Result<SmallVec<[Arc<Node>; 4]>> {
     let options = &pass.options;
     // Relaxed: only this thread touches the node while it runs.
     node.state.store(RUNNING, Ordering::Relaxed);
+    let capture = pass.capture.as_ref();
     let gy = {
         let mut slot = node.grad.lock();
         let g = slot.acc.take().map(|b| *b);
-        if node.retain.load(Ordering::Relaxed) {
+        // A capturing pass keeps no gradient on the node (it writes no `.grad` anywhere).
+        if capture.is_none() && node.retain.load(Ordering::Relaxed) {
             if let Some(g) = &g {
-                let kept = match slot.retained.take() {
+                let extra = slot.extra_mut();
+                let kept = match extra.retained.take() {
                     None => g.clone(),
-                    Some(r) => sum(*r, g, options.create_graph).map_err(|b| b.1)?,
+                    Some(r) => sum(r, g, options.create_graph).map_err(|b| b.1)?,
                 };
-                slot.retained = Some(Box::new(kept));
+                extra.retained = Some(kept);
             }
         }
         g
     };
+    if let (Some(c), Some(g)) = (capture, &gy) {
+        c.deliver(node, g, options.create_graph)?; // an op result given as an input
+    }
     let mut edge_slot = node.edge.lock();
     let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
     // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
-    let parents: SmallVec<[Option<Held<'_>>; 2]> =
-        edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get)).collect();
+    let mut parents: SmallVec<[Option<Held<'_>>; 2]> = SmallVec::new();
+    for p in &edge.parents {
+        parents.push(p.as_ref().and_then(Parent::get));
+    }
+    // In a capturing pass, only the operands that lead to an input get a gradient.
+    let wanted: Option<SmallVec<[bool; 2]>> =
+        capture.map(|c| parents.iter().map(|p| p.as_ref().is_some_and(|p| c.needed(p))).collect());
+    let cx = VjpCtx { node, parents: &parents, wanted: wanted.as_deref(), create_graph: options.create_graph };
     let mut grads = None;
-    if let Some(gy) = gy.as_ref().filter(|_| parents.iter().any(Option::is_some)) {
+    if let Some(gy) = gy.as_ref().filter(|_| (0..parents.len()).any(|i| cx.needs_grad(i))) {
         let _mode = set_grad_enabled(options.create_graph);
-        let cx = VjpCtx { node, parents: &parents, create_graph: options.create_graph };
-        let mut out = run_record(&*edge.record, &cx, gy)?;
+        let mut out = match keep_kernels {
+            None => run_record(&*edge.record, &cx, gy)?,
+            Some(keep) => crate::parallel::with_kernels_on_this_thread(keep, || run_record(&*edge.record, &cx, gy))?,
+        };
         check(edge.record.name(), &parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
     let mut ready = SmallVec::new();
     for (i, parent) in parents.iter().enumerate() {
         let Some(parent) = parent else { continue };
-        let delivered = grads.as_mut().and_then(|gs| gs[i].take());
+        let delivered = grads.as_mut().and_then(|gs| gs[i].take()).filter(|_| cx.needs_grad(i));
         let got = delivered.is_some();
-        if let Some(g) = delivered {
-            accumulate(parent, g, options.create_graph)?;
+        match (capture, delivered) {
+            (Some(c), Some(g)) if parent.leaf => c.deliver(parent, &g, options.create_graph)?,
+            (_, Some(g)) => accumulate(parent, g, options.create_graph)?,
+            (_, None) => {}
         }
         if parent.leaf && !pass.leaves.is_empty() {
             pass.leaves.arrive(parent, got)?;
@@ -414,7 +487,11 @@ pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result
 ///
 /// # Errors
 /// The error of a failed allocation, with `acc` handed back unchanged.
-fn sum(mut acc: Tensor, g: &Tensor, differentiable: bool) -> std::result::Result<Tensor, Box<(Tensor, Error)>> {
+pub(super) fn sum(
+    mut acc: Tensor,
+    g: &Tensor,
+    differentiable: bool,
+) -> std::result::Result<Tensor, Box<(Tensor, Error)>> {
     let recorded = differentiable && (acc.node.is_some() || g.node.is_some());
     if !recorded {
         if let Some(dst) = acc.exclusive_mut() {

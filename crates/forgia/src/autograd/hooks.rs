@@ -41,9 +41,13 @@ impl HookHandle {
     pub fn remove(self) {
         let Some(node) = self.node.upgrade() else { return };
         let mut slot = node.grad.lock();
-        let before = slot.hooks.len();
-        slot.hooks.retain(|(id, _)| *id != self.id);
-        if slot.hooks.len() < before {
+        let before = slot.hooks().len();
+        if before == 0 {
+            return;
+        }
+        let hooks = &mut slot.extra_mut().hooks;
+        hooks.retain(|(id, _)| *id != self.id);
+        if hooks.len() < before {
             // Release: pairs with the Acquire load of a pass (only a hint; see `register`).
             LIVE_HOOKS.fetch_sub(1, Ordering::Release);
         }
@@ -114,7 +118,7 @@ impl Tensor {
             });
         };
         let id = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
-        node.grad.lock().hooks.push((id, Arc::new(hook)));
+        node.grad.lock().extra_mut().hooks.push((id, Arc::new(hook)));
         // Release: a pass started after this call on another thread that sees the count also
         // sees the hook (the hook itself sits under the leaf's lock, so this is a hint only).
         LIVE_HOOKS.fetch_add(1, Ordering::Release);
@@ -152,7 +156,7 @@ impl PassLeaves {
             return leaves;
         }
         let mut count = |node: Arc<Node>| {
-            if !node.grad.lock().hooks.is_empty() {
+            if !node.grad.lock().hooks().is_empty() {
                 leaves
                     .map
                     .entry(key(&node))
@@ -208,7 +212,7 @@ impl PassLeaves {
 fn run_hooks(node: &Node) -> Result<()> {
     let (grad, hooks) = {
         let slot = node.grad.lock();
-        let hooks: SmallVec<[GradHook; 2]> = slot.hooks.iter().map(|(_, h)| h.clone()).collect();
+        let hooks: SmallVec<[GradHook; 2]> = slot.hooks().iter().map(|(_, h)| h.clone()).collect();
         (slot.acc.as_deref().cloned(), hooks)
     };
     let Some(grad) = grad else { return Ok(()) };

@@ -3,6 +3,7 @@
 //! file for the design and every memory ordering.
 
 mod api;
+mod capture;
 mod checkpoint;
 mod custom;
 mod engine;
@@ -13,6 +14,7 @@ mod node;
 mod reduce_to;
 mod tensor;
 
+pub use capture::grad;
 pub use checkpoint::{checkpoint, checkpoint_with};
 pub use custom::{custom_op, CustomOp};
 pub use engine::BackwardOptions;

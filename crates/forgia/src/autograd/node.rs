@@ -42,13 +42,16 @@ pub(crate) trait Backward: Send + Sync {
 pub(crate) struct VjpCtx<'a> {
     pub(super) node: &'a Arc<Node>,
     pub(super) parents: &'a [Option<Held<'a>>],
+    /// In a capturing pass (`grad`), which operands lead to one of its inputs.
+    pub(super) wanted: Option<&'a [bool]>,
     pub(super) create_graph: bool,
 }
 
 impl VjpCtx<'_> {
-    /// True when operand `i` is not a constant.
+    /// True when operand `i` needs a gradient: it is not a constant (and, in a pass that
+    /// returns the gradients of given inputs, it leads to one of them).
     pub(crate) fn needs_grad(&self, i: usize) -> bool {
-        self.parents.get(i).is_some_and(Option::is_some)
+        self.parents.get(i).is_some_and(Option::is_some) && self.wanted.is_none_or(|w| w[i])
     }
 
     /// True during a `create_graph` pass (records then run with recording on).
@@ -57,7 +60,8 @@ impl VjpCtx<'_> {
     }
 
     /// The saved value of operand `i`, reconnected to its node in a `create_graph` pass (a
-    /// constant otherwise).
+    /// constant otherwise), whether or not that operand needs a gradient in this pass: the
+    /// gradients built stay differentiable with respect to every variable they depend on.
     pub(crate) fn input(&self, i: usize, saved: &Array) -> Tensor {
         let mut t = Tensor::from(saved);
         if self.create_graph {
@@ -149,10 +153,41 @@ pub(super) const RUNNING: u8 = 2;
 pub(super) struct GradSlot {
     /// The accumulator: a leaf's gradient, or an interior node's incoming sum during a pass.
     pub(super) acc: Option<Box<Tensor>>,
+    /// What few nodes use, boxed so that the node of a tiny op stays small (W8 holds a million).
+    extra: Option<Box<Extra>>,
+}
+
+/// The rarely used gradient slots of a node.
+#[derive(Default)]
+pub(super) struct Extra {
     /// An interior node's gradient kept by `retain_grad`.
-    pub(super) retained: Option<Box<Tensor>>,
+    pub(super) retained: Option<Tensor>,
     /// A variable's post-accumulate-grad hooks with their ids (see `hooks.rs`).
     pub(super) hooks: Vec<(u64, super::hooks::GradHook)>,
+}
+
+impl GradSlot {
+    /// The hooks of a variable (none for most).
+    pub(super) fn hooks(&self) -> &[(u64, super::hooks::GradHook)] {
+        self.extra.as_ref().map_or(&[], |e| &e.hooks)
+    }
+
+    /// The gradient kept by `retain_grad`, if any.
+    pub(super) fn retained(&self) -> Option<&Tensor> {
+        self.extra.as_ref().and_then(|e| e.retained.as_ref())
+    }
+
+    /// The rarely used slots, made on first use.
+    pub(super) fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// Forgets the kept gradient (nothing is made when there is none).
+    pub(super) fn clear_retained(&mut self) {
+        if let Some(e) = self.extra.as_mut() {
+            e.retained = None;
+        }
+    }
 }
 
 /// One node of the implicit graph. Owned by `Arc`: the values that point at it keep it alive.
@@ -212,7 +247,7 @@ impl Drop for Node {
     /// parents to an explicit stack instead of recursing, so a 1,000,000-op chain drops
     /// without overflowing the stack.
     fn drop(&mut self) {
-        super::hooks::forget(self.grad.get_mut().hooks.len());
+        super::hooks::forget(self.grad.get_mut().hooks().len());
         let Some(edge) = self.edge.get_mut().take() else { return };
         let mut stack: Vec<Arc<Node>> = edge.parents.into_iter().flatten().filter_map(Parent::into_interior).collect();
         drop(edge.record);
@@ -236,7 +271,10 @@ pub(crate) fn attach<R: Backward + 'static>(value: Tensor, inputs: &[&Tensor], r
     }
     let record = record();
     let (name, work) = (record.name(), record.estimated_work());
-    let parents = inputs.iter().map(|t| t.node.as_ref().map(Parent::new)).collect();
+    let mut parents = SmallVec::new();
+    for t in inputs {
+        parents.push(t.node.as_ref().map(Parent::new));
+    }
     let edge = Edge { parents, record: Box::new(record) };
     let node = Node::new(value.shape(), name, work, Some(edge));
     let mut out = value;

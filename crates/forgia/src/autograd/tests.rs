@@ -260,3 +260,54 @@ fn a_panicking_custom_backward_leaves_every_node_idle_and_a_retained_graph_rerun
     loss.backward().unwrap();
     assert_eq!(x.grad().unwrap().to_vec(), dtanh);
 }
+
+/// An identity that claims heavy work, notes how many threads its kernels may use, and takes a
+/// little while (so the pass's other tasks are still queued or running).
+struct Heavy {
+    seen: Arc<parking_lot::Mutex<Vec<usize>>>,
+}
+
+impl Backward for Heavy {
+    fn name(&self) -> &'static str {
+        "heavy"
+    }
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        self.seen.lock().push(crate::parallel::kernel_threads());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+    }
+    fn estimated_work(&self) -> usize {
+        super::engine::ASYNC_WORK_THRESHOLD
+    }
+}
+
+fn heavy(x: &Tensor, seen: &Arc<parking_lot::Mutex<Vec<usize>>>) -> Tensor {
+    attach(x.detach().contiguous_data("test").unwrap(), &[x], || Heavy { seen: seen.clone() })
+}
+
+#[test]
+fn records_keep_their_kernels_on_their_thread_only_while_the_pass_fills_the_pool() {
+    let threads = crate::parallel::num_threads();
+    let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
+    // Eight heavy branches joined by a chain of adds: tasks enough for every pool thread.
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut loss = heavy(&x, &seen).sum_all();
+    for _ in 1..8 {
+        loss = loss.add(&heavy(&x, &seen).sum_all()).unwrap();
+    }
+    loss.backward().unwrap();
+    assert_eq!(x.grad().unwrap().to_vec(), vec![8.0, 8.0]);
+    let kept = seen.lock().iter().filter(|&&t| t == 1).count();
+    if threads > 1 {
+        assert!(kept >= 1, "no record ran with its kernels kept on its thread: {:?}", seen.lock());
+    }
+    // A chain of heavy records is one task: its kernels may use the whole pool.
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    heavy(&heavy(&x, &seen), &seen).sum_all().backward().unwrap();
+    assert_eq!(*seen.lock(), vec![threads; 2]);
+    // The serial option keeps every kernel on one thread.
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let loss = heavy(&x, &seen).sum_all().add(&heavy(&x, &seen).sum_all()).unwrap();
+    loss.backward_with(None, BackwardOptions { serial: true, ..BackwardOptions::default() }).unwrap();
+    assert_eq!(*seen.lock(), vec![1; 2]);
+}

@@ -6,9 +6,9 @@
 //! engine has no forward-mode (tangent) rules, so every product here is built this way, and
 //! every op of `f` needs a differentiable backward.
 
-use super::graph::{assemble, basis, fresh, grads, one_per_input, same_shape, scalar, seeds, Finish};
+use super::graph::{assemble, basis, call, grads, one_per_input, same_shape, scalar};
 use super::FuncOptions;
-use crate::autograd::{enable_grad, Tensor};
+use crate::autograd::Tensor;
 use crate::error::Result;
 
 /// The value of `f` at `inputs` and the Jacobian–vector product `Σᵢ ∂f/∂inputs[i] · tangents[i]`
@@ -65,22 +65,14 @@ pub fn jvp_with(
     tangents: &[Tensor],
     options: FuncOptions,
 ) -> Result<(Tensor, Tensor)> {
-    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     one_per_input("jvp", "tangents", inputs.len(), tangents.len())?;
     inputs.iter().zip(tangents).try_for_each(|(x, t)| same_shape("jvp", x, t))?;
-    let z = fresh(inputs);
-    let y = f(&z)?;
-    let u = Tensor::zeros(y.shape())?.into_variable();
-    let g = grads(&[&y], &[&u], &z, true, false)?;
-    let ts = seeds(tangents, options.create_graph);
-    let jt = grads(&g.iter().collect::<Vec<_>>(), &ts.iter().collect::<Vec<_>>(), &[u], options.create_graph, false)?;
-    z.iter().for_each(Tensor::zero_grad);
-    let finish = Finish::new(
-        z.into_iter().chain(ts).collect(),
-        inputs.iter().chain(tangents).cloned().collect(),
-        options.create_graph,
-    );
-    Ok((finish.apply(&y)?, finish.apply(&jt[0])?))
+    let c = call(&f, inputs, tangents, options.create_graph)?;
+    let u = Tensor::zeros(c.y.shape())?.into_variable();
+    let g = grads(&[&c.y], &[&u], &c.z, true, false)?;
+    let jt =
+        grads(&g.iter().collect::<Vec<_>>(), &c.extra.iter().collect::<Vec<_>>(), &[u], options.create_graph, false)?;
+    Ok((c.finish.apply(&c.y)?, c.finish.apply(&jt[0])?))
 }
 
 /// The forward-mode Jacobian of `f` with respect to each input, block `i` of the shape
@@ -114,22 +106,19 @@ pub(super) fn jacfwd_with(
     inputs: &[Tensor],
     options: FuncOptions,
 ) -> Result<Vec<Tensor>> {
-    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
-    let z = fresh(inputs);
-    let y = f(&z)?;
-    let u = Tensor::zeros(y.shape())?.into_variable();
-    let g = grads(&[&y], &[&u], &z, true, false)?;
-    let mut blocks = Vec::with_capacity(z.len());
-    for (gi, zi) in g.iter().zip(&z) {
+    let c = call(f, inputs, &[], options.create_graph)?;
+    let u = Tensor::zeros(c.y.shape())?.into_variable();
+    let g = grads(&[&c.y], &[&u], &c.z, true, false)?;
+    let mut blocks = Vec::with_capacity(c.z.len());
+    for (gi, zi) in g.iter().zip(&c.z) {
         let mut columns = Vec::with_capacity(zi.numel());
         for j in 0..zi.numel() {
             let seed = basis(zi.shape(), j)?;
             columns.push(grads(&[gi], &[&seed], std::slice::from_ref(&u), options.create_graph, false)?.remove(0));
         }
-        blocks.push(assemble(&columns, y.rank(), y.shape(), zi.shape())?);
+        blocks.push(assemble(&columns, c.y.rank(), c.y.shape(), zi.shape())?);
     }
-    z.iter().for_each(Tensor::zero_grad);
-    Finish::new(z, inputs.to_vec(), options.create_graph).all(&blocks)
+    c.finish.all(&blocks)
 }
 
 /// The value of a scalar `f` and the Hessian–vector products `Σⱼ ∂²f/∂inputs[i]∂inputs[j] · v[j]`,
@@ -183,16 +172,12 @@ pub fn hvp_with(
     v: &[Tensor],
     options: FuncOptions,
 ) -> Result<(Tensor, Vec<Tensor>)> {
-    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
     one_per_input("hvp", "v", inputs.len(), v.len())?;
     inputs.iter().zip(v).try_for_each(|(x, v)| same_shape("hvp", x, v))?;
-    let z = fresh(inputs);
-    let y = f(&z)?;
-    scalar("hvp", &y)?;
-    let g = grads(&[&y], &[&Tensor::ones(y.shape())?], &z, true, false)?;
-    let vs = seeds(v, options.create_graph);
-    let hv = grads(&g.iter().collect::<Vec<_>>(), &vs.iter().collect::<Vec<_>>(), &z, options.create_graph, false)?;
-    let finish =
-        Finish::new(z.into_iter().chain(vs).collect(), inputs.iter().chain(v).cloned().collect(), options.create_graph);
-    Ok((finish.apply(&y)?, finish.all(&hv)?))
+    let c = call(&f, inputs, v, options.create_graph)?;
+    scalar("hvp", &c.y)?;
+    let g = grads(&[&c.y], &[&Tensor::ones(c.y.shape())?], &c.z, true, false)?;
+    let hv =
+        grads(&g.iter().collect::<Vec<_>>(), &c.extra.iter().collect::<Vec<_>>(), &c.z, options.create_graph, false)?;
+    Ok((c.finish.apply(&c.y)?, c.finish.all(&hv)?))
 }

@@ -1,11 +1,12 @@
-//! The engine plumbing every transform shares, through the public [`Tensor`] API only: fresh
-//! stand-in variables, gradients of some outputs with respect to them (one retained backward
-//! pass), assembling Jacobian blocks from rows or columns, and reconnecting a result computed
-//! on stand-ins to the caller's tensors when a differentiable result is asked for.
+//! The engine plumbing every transform shares, through the public API only: a call of `f` on
+//! fresh stand-in variables ([`call`]), gradients of some outputs with respect to them (one
+//! retained capturing pass, [`crate::grad`], which writes no gradient anywhere), assembling
+//! Jacobian blocks from rows or columns, and reconnecting a result computed on stand-ins to
+//! the caller's tensors when a differentiable result is asked for.
 
 use std::sync::{Arc, Mutex};
 
-use crate::autograd::{custom_op, is_grad_enabled, BackwardOptions, CustomOp, Tensor};
+use crate::autograd::{custom_op, enable_grad, is_grad_enabled, BackwardOptions, CustomOp, GradModeGuard, Tensor};
 use crate::error::{fail, ErrorKind, Result};
 
 /// Fresh variables holding the values of `xs` (the caller's tensors are never touched).
@@ -13,9 +14,47 @@ pub(super) fn fresh(xs: &[Tensor]) -> Vec<Tensor> {
     xs.iter().map(|x| x.detach().into_variable()).collect()
 }
 
-/// `Σ_k seeds[k]ᵀ · ∂outs[k]/∂leaf` for each leaf, from one retained backward pass (with a
-/// graph when `create_graph`); a leaf the outputs do not reach gets zeros. The leaves'
-/// gradients are cleared before and after, so nothing leaks between passes.
+/// One transform call: `f` evaluated on stand-ins `z` for the inputs, the `extra` tensors it
+/// is differentiated along (a cotangent, tangents, vectors) as stand-ins too when the results
+/// must be differentiable in them, and how the results go back to the caller. Recording stays
+/// on while it lives: an outer `no_grad` is ignored, as `torch.func` does.
+pub(super) struct Call {
+    /// The stand-ins of the inputs.
+    pub(super) z: Vec<Tensor>,
+    /// `f(z)`.
+    pub(super) y: Tensor,
+    /// The stand-ins (with `create_graph`) or detached values of `extra`.
+    pub(super) extra: Vec<Tensor>,
+    /// Hands results back: constants, or reconnected to `inputs ++ extra`.
+    pub(super) finish: Finish,
+    _recording: GradModeGuard,
+}
+
+/// Runs `f` on stand-ins for `inputs` (see [`Call`]).
+///
+/// # Errors
+/// Any error of `f`, unchanged.
+pub(super) fn call(
+    f: &dyn Fn(&[Tensor]) -> Result<Tensor>,
+    inputs: &[Tensor],
+    extra: &[Tensor],
+    create_graph: bool,
+) -> Result<Call> {
+    let recording = enable_grad();
+    let z = fresh(inputs);
+    let y = f(&z)?;
+    let extra_z = seeds(extra, create_graph);
+    let finish = Finish::new(
+        z.iter().chain(&extra_z).cloned().collect(),
+        inputs.iter().chain(extra).cloned().collect(),
+        create_graph,
+    );
+    Ok(Call { z, y, extra: extra_z, finish, _recording: recording })
+}
+
+/// `Σ_k seeds[k]ᵀ · ∂outs[k]/∂leaf` for each leaf, from one retained capturing pass (with a
+/// graph when `create_graph`); a leaf the outputs do not reach gets zeros. No gradient is
+/// written anywhere: not on the leaves, not on a variable `f` captured.
 pub(super) fn grads(
     outs: &[&Tensor],
     seeds: &[&Tensor],
@@ -23,16 +62,14 @@ pub(super) fn grads(
     create_graph: bool,
     serial: bool,
 ) -> Result<Vec<Tensor>> {
-    leaves.iter().for_each(Tensor::zero_grad);
     let (outs, seeds): (Vec<&Tensor>, Vec<Option<&Tensor>>) =
         outs.iter().zip(seeds).filter(|(o, _)| o.requires_grad()).map(|(o, s)| (*o, Some(*s))).unzip();
-    if !outs.is_empty() {
-        let options = BackwardOptions { retain_graph: true, create_graph, serial, ..BackwardOptions::default() };
-        Tensor::backward_many(&outs, &seeds, options)?;
+    if outs.is_empty() {
+        return leaves.iter().map(|l| Tensor::zeros(l.shape())).collect();
     }
-    let out = leaves.iter().map(|l| l.grad().map_or_else(|| Tensor::zeros(l.shape()), Ok)).collect();
-    leaves.iter().for_each(Tensor::zero_grad);
-    out
+    let options = BackwardOptions { retain_graph: true, create_graph, serial, ..BackwardOptions::default() };
+    let got = crate::autograd::grad(&outs, &leaves.iter().collect::<Vec<_>>(), &seeds, options)?;
+    got.into_iter().zip(leaves).map(|(g, l)| g.map_or_else(|| Tensor::zeros(l.shape()), Ok)).collect()
 }
 
 /// Fails with `ShapeMismatch { op, .. }` unless `got` has the shape `want`.
@@ -111,7 +148,8 @@ pub(super) fn reconnect(
 }
 
 /// The record of a reconnected result. `lock` is shared by every result of one transform
-/// call: they accumulate into the same stand-ins, so their passes must not overlap.
+/// call: their passes run over the same retained graph, so they must not overlap (a second
+/// pass meeting nodes another one holds would fail with `ConcurrentBackward`).
 struct Reconnect {
     target: Tensor,
     leaves: Vec<Tensor>,
@@ -140,7 +178,7 @@ impl CustomOp for Reconnect {
         let g = grads(&[&self.target], &[&seed], &self.leaves, true, true)?;
         let leaves: Vec<Tensor> = self.leaves.iter().cloned().chain([seed]).collect();
         let sources: Vec<Tensor> = inputs.iter().cloned().chain([gy.clone()]).collect();
-        // The new results accumulate into the same stand-ins (plus the seed's), so they share the lock.
+        // The new results replay the same retained graph (plus the seed's), so they share the lock.
         g.iter().map(|g| reconnect(g, &leaves, &sources, &self.lock).map(Some)).collect()
     }
 }

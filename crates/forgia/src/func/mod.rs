@@ -4,10 +4,10 @@
 //!
 //! A transform takes `f: Fn(&[Tensor]) -> Result<Tensor>` and the point `inputs`, and
 //! differentiates `f` with respect to every input. It calls `f` on fresh variables holding the
-//! inputs' values, so the caller's tensors and their gradients are untouched, and runs the
-//! engine's ordinary backward passes (retained, and with `create_graph` where a derivative of
-//! a derivative is needed) over that graph, reading the stand-ins' gradients. Only the public
-//! [`Tensor`] API is used.
+//! inputs' values, so the caller's tensors are untouched, and computes every derivative with
+//! [`crate::grad`] (retained, and with `create_graph` where a derivative of a derivative is
+//! needed): a capturing backward pass that returns the stand-ins' gradients and writes no
+//! gradient anywhere. Only the public API is used.
 //!
 //! | transform | computes | built on |
 //! | --- | --- | --- |
@@ -31,9 +31,12 @@
 //! gradient. Such a result is a node whose backward replays the retained graph on the
 //! stand-ins, itself differentiable again in a `create_graph` pass.
 //!
-//! **Captured variables.** Only `inputs` get stand-ins. A variable that `f` captures (rather
-//! than receives) is part of the graph like in any backward pass, and its gradient
-//! accumulates; pass it as an input, or capture a [`Tensor::detach`]ed copy.
+//! **Captured variables.** A variable that `f` captures (rather than receives) is held fixed,
+//! as in `torch.func`: the transforms' passes write no `.grad` on it (first order, and the
+//! `create_graph` passes of [`hessian`], [`hvp`], [`jvp`] and [`jacfwd`] alike), and only the
+//! part of `f`'s graph that leads to the inputs runs backward. A differentiable result
+//! (`create_graph`) depends on the inputs and the seed, tangents or vectors given, not on
+//! captured variables: pass a variable as an input to differentiate with respect to it.
 //!
 //! ```
 //! use forgia::{func, Tensor};

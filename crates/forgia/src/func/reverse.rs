@@ -1,9 +1,9 @@
 //! Reverse-mode transforms: [`vjp`], the reverse-mode [`jacobian`], and [`hessian`] (the
 //! reverse Jacobian of a gradient taken with a graph).
 
-use super::graph::{fresh, grads, jacobian_rows, same_shape, scalar, seeds, Finish};
+use super::graph::{call, grads, jacobian_rows, same_shape, scalar};
 use super::FuncOptions;
-use crate::autograd::{enable_grad, Tensor};
+use crate::autograd::Tensor;
 use crate::error::Result;
 
 /// The value of `f` at `inputs` and its vector–Jacobian products `vᵀ·∂f/∂inputs[i]`, one per
@@ -53,18 +53,10 @@ pub fn vjp_with(
     v: &Tensor,
     options: FuncOptions,
 ) -> Result<(Tensor, Vec<Tensor>)> {
-    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
-    let z = fresh(inputs);
-    let y = f(&z)?;
-    same_shape("vjp", &y, v)?;
-    let seed = seeds(std::slice::from_ref(v), options.create_graph).remove(0);
-    let g = grads(&[&y], &[&seed], &z, options.create_graph, false)?;
-    let finish = Finish::new(
-        z.into_iter().chain([seed]).collect(),
-        inputs.iter().chain([v]).cloned().collect(),
-        options.create_graph,
-    );
-    Ok((finish.apply(&y)?, finish.all(&g)?))
+    let c = call(&f, inputs, std::slice::from_ref(v), options.create_graph)?;
+    same_shape("vjp", &c.y, v)?;
+    let g = grads(&[&c.y], &[&c.extra[0]], &c.z, options.create_graph, false)?;
+    Ok((c.finish.apply(&c.y)?, c.finish.all(&g)?))
 }
 
 /// The reverse-mode Jacobian of `f` with respect to each input: block `i` has the shape
@@ -96,11 +88,8 @@ pub(super) fn jacrev(
     inputs: &[Tensor],
     options: FuncOptions,
 ) -> Result<Vec<Tensor>> {
-    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
-    let z = fresh(inputs);
-    let y = f(&z)?;
-    let blocks = jacobian_rows(&y, &z, options.create_graph)?;
-    Finish::new(z, inputs.to_vec(), options.create_graph).all(&blocks)
+    let c = call(f, inputs, &[], options.create_graph)?;
+    c.finish.all(&jacobian_rows(&c.y, &c.z, options.create_graph)?)
 }
 
 /// The Hessian of a scalar `f`: block `[i][j]` is `∂²f/∂inputs[i]∂inputs[j]`, of the shape
@@ -147,11 +136,8 @@ pub fn hessian_with(
     inputs: &[Tensor],
     options: FuncOptions,
 ) -> Result<Vec<Vec<Tensor>>> {
-    let _recording = enable_grad(); // an outer no_grad is ignored, as torch.func does
-    let z = fresh(inputs);
-    let y = f(&z)?;
-    scalar("hessian", &y)?;
-    let g = grads(&[&y], &[&Tensor::ones(y.shape())?], &z, true, false)?;
-    let finish = Finish::new(z.clone(), inputs.to_vec(), options.create_graph);
-    g.iter().map(|gi| finish.all(&jacobian_rows(gi, &z, options.create_graph)?)).collect()
+    let c = call(&f, inputs, &[], options.create_graph)?;
+    scalar("hessian", &c.y)?;
+    let g = grads(&[&c.y], &[&Tensor::ones(c.y.shape())?], &c.z, true, false)?;
+    g.iter().map(|gi| c.finish.all(&jacobian_rows(gi, &c.z, options.create_graph)?)).collect()
 }

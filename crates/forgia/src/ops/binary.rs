@@ -23,6 +23,19 @@ pub(crate) fn broadcast_map(
     b: &Array,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) -> Result<Tensor> {
+    if a.shape() == b.shape() {
+        // The common case of equal, packed operands: one packed zip, no broadcast layouts.
+        if let (Some(ra), Some(rb)) = (a.layout.contiguous_range(), b.layout.contiguous_range()) {
+            let (sa, sb) = (a.storage(), b.storage());
+            let mut data = crate::tensor::buffer(op, ra.len())?;
+            pointwise::zip(&sa.as_slice()[ra], &sb.as_slice()[rb], &mut data, f);
+            let mut out = Tensor::from_parts(data, a.shape());
+            if a.names.is_some() || b.names.is_some() {
+                out.names = broadcast_names(op, a, b, a.rank())?;
+            }
+            return Ok(out);
+        }
+    }
     let shape = broadcast_shapes(op, a.shape(), b.shape())?;
     let la = a.layout.broadcast_to(&shape);
     let lb = b.layout.broadcast_to(&shape);
@@ -229,7 +242,7 @@ impl Backward for AddBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+        let mut out: Grads = smallvec::smallvec![None, None];
         if cx.needs_grad(0) {
             out[0] = Some(gy.clone());
         }
@@ -251,8 +264,25 @@ impl Backward for MulBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+        let mut out: Grads = smallvec::smallvec![None, None];
         let kept = "a product keeps the partner of every operand that needs a gradient";
+        if !cx.create_graph() && self.shapes.0.is_none() {
+            // Operands of the output's shape, no graph to build: `gy * partner` in one zip
+            // over the saved buffer (the per-op path of long chains of small products).
+            for (i, partner) in [(0, self.saved.b()), (1, self.saved.a())] {
+                if cx.needs_grad(i) {
+                    let partner = partner.expect(kept);
+                    out[i] = Some(partner.try_with_data("mul", gy.shape(), |p| {
+                        gy.try_with_data("mul", |g| {
+                            let mut data = crate::tensor::buffer("mul", g.len())?;
+                            pointwise::zip(g, p, &mut data, |g, p| g * p);
+                            Ok(Tensor::from_parts(data, gy.shape()))
+                        })
+                    })?);
+                }
+            }
+            return Ok(out);
+        }
         if cx.needs_grad(0) {
             let b = cx.input(1, &self.saved.b().expect(kept).value(self.shapes.get(1, gy)));
             out[0] = Some(gy.mul(&b)?);
@@ -301,7 +331,7 @@ impl Backward for ScaleBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
-        Ok(SmallVec::from_elem(Some(if self.s == 1.0 { gy.clone() } else { gy.scale(self.s) }), 1))
+        Ok(smallvec::smallvec![Some(if self.s == 1.0 { gy.clone() } else { gy.scale(self.s) })])
     }
 }
 

@@ -3,8 +3,6 @@
 //! for exp) the saved output, and the same derivative in tensor ops for `create_graph`.
 //! Activations (sigmoid, relu, gelu, …) live in `activation.rs` and use the same machinery.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
@@ -53,24 +51,26 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
 
     /// `gx = gy * df(saved)`: fused in one kernel, or in tensor ops when building a graph.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let saved = self.saved.value(gy.shape());
         let gx = if cx.create_graph() {
+            let saved = self.saved.value(gy.shape());
             let saved = if R::USES_OUTPUT { cx.output(&saved) } else { cx.input(0, &saved) };
             gy.mul(&self.rule.df_tensor(&saved)?)?
         } else {
-            let s = saved.contiguous_data(R::NAME)?;
-            let g = gy.contiguous_data(R::NAME)?;
-            let mut gx = crate::tensor::buffer(R::NAME, g.packed().len())?;
-            pointwise::zip(
-                g.packed(),
-                s.packed(),
-                &mut gx,
-                #[inline(always)]
-                |g, s| g * self.rule.df(s),
-            );
-            Tensor::from_parts(gx, gy.shape())
+            self.saved.try_with_data(R::NAME, gy.shape(), |s| {
+                gy.try_with_data(R::NAME, |g| {
+                    let mut gx = crate::tensor::buffer(R::NAME, g.len())?;
+                    pointwise::zip(
+                        g,
+                        s,
+                        &mut gx,
+                        #[inline(always)]
+                        |g, s| g * self.rule.df(s),
+                    );
+                    Ok(Tensor::from_parts(gx, gy.shape()))
+                })
+            })?
         };
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 
     fn estimated_work(&self) -> usize {

@@ -21,12 +21,22 @@ pub(crate) fn numel(shape: &[usize]) -> usize {
 /// Row-major strides of a contiguous tensor of `shape`.
 #[inline]
 pub(crate) fn contiguous_strides(shape: &[usize]) -> Strides {
-    let mut strides: Strides = SmallVec::from_elem(0, shape.len());
-    let mut acc = 1isize;
-    for (s, &d) in strides.iter_mut().zip(shape).rev() {
-        *s = acc;
-        acc *= d.max(1) as isize;
+    let fill = |strides: &mut [isize]| {
+        let mut acc = 1isize;
+        for (s, &d) in strides.iter_mut().zip(shape).rev() {
+            *s = acc;
+            acc *= d.max(1) as isize;
+        }
+    };
+    if shape.len() <= 4 {
+        // Filled in place (`SmallVec::from_elem` goes through a generic clone loop; this is
+        // on every op's path).
+        let mut buf = [0isize; 4];
+        fill(&mut buf[..shape.len()]);
+        return SmallVec::from_buf_and_len(buf, shape.len());
     }
+    let mut strides: Strides = SmallVec::from_elem(0, shape.len());
+    fill(&mut strides);
     strides
 }
 

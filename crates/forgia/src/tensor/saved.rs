@@ -37,6 +37,23 @@ impl Saved {
         }
     }
 
+    /// Runs `f` on the saved elements in row-major order (the value has `shape`, the shape it
+    /// had when saved), copying only a view that is not packed.
+    pub(crate) fn try_with_data<R>(
+        &self,
+        op: &'static str,
+        shape: &[usize],
+        f: impl FnOnce(&[f32]) -> crate::error::Result<R>,
+    ) -> crate::error::Result<R> {
+        match self {
+            Saved::Packed(storage) => {
+                debug_assert_eq!(storage.as_slice().len(), super::layout::numel(shape));
+                f(storage.as_slice())
+            }
+            Saved::View(t) => t.try_with_data(op, f),
+        }
+    }
+
     /// Number of elements saved.
     pub(crate) fn numel(&self) -> usize {
         match self {

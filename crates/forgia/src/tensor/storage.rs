@@ -32,6 +32,10 @@ pub(crate) const CACHE_MIN_ELEMENTS: usize = 1 << 14;
 
 const BYTES: usize = std::mem::size_of::<f32>();
 
+/// Buffers up to this many floats (4 KiB) are allocated plainly and cleared, larger ones with a
+/// zeroed allocation (fresh zero pages, no memset).
+const SMALL_ELEMENTS: usize = 1 << 10;
+
 /// Freed buffers by length, and their total bytes.
 struct Cache {
     by_len: HashMap<usize, Vec<Vec<f32>>>,
@@ -90,8 +94,25 @@ pub(crate) fn alloc(op: &'static str, n: usize) -> Result<Vec<f32>> {
     if n == 0 {
         return Ok(Vec::new());
     }
-    // SAFETY: `layout` has a non-zero size (n > 0 floats), as `alloc_zeroed` requires.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<f32>();
+    let ptr = if n <= SMALL_ELEMENTS {
+        // A small buffer: the allocator's plain fast path and a short clear (a zeroed request
+        // takes a slower path in some allocators, and small blocks come from warm memory).
+        // SAFETY: `layout` has a non-zero size (n > 0 floats), as `alloc` requires; the block
+        // it returns, when non-null, holds `layout.size()` writable bytes.
+        unsafe {
+            // `black_box`: else the compiler folds the allocation and the clear back into one
+            // zeroed allocation.
+            let p = std::hint::black_box(std::alloc::alloc(layout));
+            if !p.is_null() {
+                std::ptr::write_bytes(p, 0, layout.size());
+            }
+            p
+        }
+    } else {
+        // SAFETY: `layout` has a non-zero size (n > 0 floats), as `alloc_zeroed` requires.
+        unsafe { std::alloc::alloc_zeroed(layout) }
+    }
+    .cast::<f32>();
     if ptr.is_null() {
         return fail(ErrorKind::OutOfMemory { op, bytes: layout.size() });
     }
