@@ -208,7 +208,10 @@ fn add_into(dst: &mut [f32], src: &[f32]) {
 /// adjoint of [`im2col`]). `x` must be zeroed by the caller. The columns that fall into the
 /// padding are set to zero on the way (`cols` is the caller's scratch).
 pub(crate) fn col2im(g: &ConvGeom, cols: &mut [f32], x: &mut [f32]) {
-    super::simd::vectorized(|| col2im_inner(g, cols, x))
+    super::simd::vectorized(
+        #[inline(always)]
+        || col2im_inner(g, cols, x),
+    )
 }
 
 #[inline(always)]
@@ -424,12 +427,15 @@ pub(crate) fn add_channel_bias(y: &mut [f32], b: &[f32], spatial: usize) {
 /// bias gradient. Each plane is summed in 16 interleaved lanes (a sequential sum waits on
 /// every add: four cycles an element), then the lanes pairwise.
 pub(crate) fn channel_sum(y: &[f32], spatial: usize, out: &mut [f32]) {
-    super::simd::vectorized(|| {
-        let c = out.len();
-        for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
-            out[i % c] += lane_sum(plane);
-        }
-    })
+    super::simd::vectorized(
+        #[inline(always)]
+        || {
+            let c = out.len();
+            for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
+                out[i % c] += lane_sum(plane);
+            }
+        },
+    )
 }
 
 /// The sum of `v` over 16 interleaved partial sums.

@@ -103,9 +103,12 @@ fn max_plane_2x2(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
             let c = 2 * j;
             let (mut m, mut a) = (f32::NEG_INFINITY, base + c as u32);
             for (v, at) in [(r0[c], c), (r0[c + 1], c + 1), (r1[c], w + c), (r1[c + 1], w + c + 1)] {
-                let take = v > m || v.is_nan();
-                m = if take { v } else { m };
-                a = if take { base + at as u32 } else { a };
+                // Bit masks, not `if`: LLVM turned the selects into branches, which
+                // mispredict on every other window of real activations.
+                let take = ((v > m) | v.is_nan()) as u32;
+                let keep = take.wrapping_sub(1); // all ones where the old maximum stays
+                m = f32::from_bits((v.to_bits() & !keep) | (m.to_bits() & keep));
+                a = ((base + at as u32) & !keep) | (a & keep);
             }
             yr[j] = m;
             ar[j] = a;

@@ -1,7 +1,8 @@
 //! Direct convolution for a single input channel (the first layer of an image model: MNIST's
 //! `Conv2d(1, 32, 5)`). Its im2col has only `kh·kw` rows, a GEMM with an inner size of 25;
 //! here each output row is instead accumulated tap by tap in registers, a tile of
-//! [`TO`] channels × [`TW`] columns at a time, from a zero-padded copy of the plane.
+//! [`TO`] channels × [`TW`] columns at a time, from a zero-padded copy of the plane (AVX2 +
+//! FMA intrinsics where the CPU has them, the same loop in scalar code elsewhere).
 
 use super::ConvGeom;
 
@@ -54,45 +55,110 @@ fn pad_plane(g: &ConvGeom, x: &[f32], xp: &mut [f32]) {
 /// `w [O, 1, kh, kw]`, with `xp` ([`scratch_len`] floats) for the padded plane. Overwrites `y`.
 pub(super) fn forward_sample(g: &ConvGeom, x: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32], xp: &mut [f32]) {
     pad_plane(g, x, xp);
-    if super::super::simd::has_fma() {
-        super::super::simd::vectorized(|| tiles::<true>(g, xp, w, bias, y))
-    } else {
-        super::super::simd::vectorized(|| tiles::<false>(g, xp, w, bias, y))
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::super::simd::has_fma() {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
+            return unsafe { tiles_avx2(g, xp, w, bias, y) };
+        }
+    }
+    tiles_scalar(g, xp, w, bias, y)
+}
+
+/// Stores the accumulators of channel `o0 + o` (for `o < oc`) of output row `oh`, tile `t`,
+/// plus the bias.
+fn store(
+    g: &ConvGeom,
+    acc: &[[f32; TW]; TO],
+    (o0, oc, oh, t): (usize, usize, usize, usize),
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    let (c0, cn, ohw) = (t * TW, TW.min(g.ow - t * TW), g.oh * g.ow);
+    for (o, acc) in acc.iter().enumerate().take(oc) {
+        let b = bias.map_or(0.0, |b| b[o0 + o]);
+        let dst = &mut y[(o0 + o) * ohw + oh * g.ow + c0..][..cn];
+        for (d, a) in dst.iter_mut().zip(acc) {
+            *d = a + b;
+        }
     }
 }
 
-/// The register-tiled loop: for each tile, every tap adds `w[o, tap] · xp[row, cols + shift]`
-/// into `TO × TW` accumulators (with a fused multiply-add where the CPU has one).
-#[inline(always)]
-fn tiles<const FMA: bool>(g: &ConvGeom, xp: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
-    let ((kh, kw), taps, pw, ohw) = (g.k, g.k.0 * g.k.1, padded_w(g), g.oh * g.ow);
+/// The weights of the `TO` channels from `o0` (a partial block repeats its last channel,
+/// whose copies are computed and never stored).
+fn block_weights<'a>(g: &ConvGeom, w: &'a [f32], o0: usize) -> (usize, [&'a [f32]; TO]) {
+    let (taps, oc) = (g.k.0 * g.k.1, TO.min(g.o - o0));
+    (oc, std::array::from_fn(|o| &w[(o0 + o.min(oc - 1)) * taps..][..taps]))
+}
+
+/// The padded-plane row that output row `oh` reads at kernel row `ki`, from tile `t` on.
+fn tile_row<'a>(g: &ConvGeom, xp: &'a [f32], oh: usize, ki: usize, t: usize) -> &'a [f32] {
+    &xp[(oh * g.stride.0 + ki * g.dil.0) * padded_w(g) + t * TW..]
+}
+
+/// The register tile with AVX2 + FMA: `TO` channels × two 8-float vectors, each tap one
+/// pair of loads and `2·TO` fused multiply-adds.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tiles_avx2(g: &ConvGeom, xp: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+    use std::arch::x86_64::{
+        __m256, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+    };
+    let kw = g.k.1;
     for o0 in (0..g.o).step_by(TO) {
-        let oc = TO.min(g.o - o0);
-        // A partial block computes copies of its last channel and stores only the real ones.
-        let wo: [&[f32]; TO] = std::array::from_fn(|o| &w[(o0 + o.min(oc - 1)) * taps..][..taps]);
+        let (oc, wo) = block_weights(g, w, o0);
+        for oh in 0..g.oh {
+            for t in 0..g.ow.div_ceil(TW) {
+                let mut acc: [__m256; 2 * TO] = [_mm256_setzero_ps(); 2 * TO];
+                for ki in 0..g.k.0 {
+                    let row = tile_row(g, xp, oh, ki, t);
+                    for kj in 0..kw {
+                        // A checked slice of one whole tile: the loads below read inside it.
+                        let xs = &row[kj * g.dil.1..kj * g.dil.1 + TW];
+                        // SAFETY: `xs` holds TW = 16 floats, so both 8-float loads are in bounds.
+                        let (x0, x1) = unsafe { (_mm256_loadu_ps(xs.as_ptr()), _mm256_loadu_ps(xs.as_ptr().add(8))) };
+                        for o in 0..TO {
+                            let wv = _mm256_set1_ps(wo[o][ki * kw + kj]);
+                            acc[2 * o] = _mm256_fmadd_ps(wv, x0, acc[2 * o]);
+                            acc[2 * o + 1] = _mm256_fmadd_ps(wv, x1, acc[2 * o + 1]);
+                        }
+                    }
+                }
+                let mut out = [[0.0f32; TW]; TO];
+                for (o, lanes) in out.iter_mut().enumerate() {
+                    // SAFETY: each row of `out` holds 16 floats, the two 8-float stores' span.
+                    unsafe {
+                        _mm256_storeu_ps(lanes.as_mut_ptr(), acc[2 * o]);
+                        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), acc[2 * o + 1]);
+                    }
+                }
+                store(g, &out, (o0, oc, oh, t), bias, y);
+            }
+        }
+    }
+}
+
+/// The same tile without SIMD (CPUs without AVX2 and FMA).
+fn tiles_scalar(g: &ConvGeom, xp: &[f32], w: &[f32], bias: Option<&[f32]>, y: &mut [f32]) {
+    let kw = g.k.1;
+    for o0 in (0..g.o).step_by(TO) {
+        let (oc, wo) = block_weights(g, w, o0);
         for oh in 0..g.oh {
             for t in 0..g.ow.div_ceil(TW) {
                 let mut acc = [[0.0f32; TW]; TO];
-                for ki in 0..kh {
-                    let row = &xp[(oh * g.stride.0 + ki * g.dil.0) * pw + t * TW..];
+                for ki in 0..g.k.0 {
+                    let row = tile_row(g, xp, oh, ki, t);
                     for kj in 0..kw {
-                        let xs: &[f32; TW] = row[kj * g.dil.1..kj * g.dil.1 + TW].try_into().expect("a whole tile");
-                        for o in 0..TO {
+                        let xs = &row[kj * g.dil.1..kj * g.dil.1 + TW];
+                        for (o, acc) in acc.iter_mut().enumerate() {
                             let wv = wo[o][ki * kw + kj];
-                            for l in 0..TW {
-                                acc[o][l] = if FMA { wv.mul_add(xs[l], acc[o][l]) } else { acc[o][l] + wv * xs[l] };
+                            for (a, x) in acc.iter_mut().zip(xs) {
+                                *a += wv * x;
                             }
                         }
                     }
                 }
-                let (c0, cn) = (t * TW, TW.min(g.ow - t * TW));
-                for (o, acc) in acc.iter().enumerate().take(oc) {
-                    let b = bias.map_or(0.0, |b| b[o0 + o]);
-                    let dst = &mut y[(o0 + o) * ohw + oh * g.ow + c0..][..cn];
-                    for (d, a) in dst.iter_mut().zip(acc) {
-                        *d = a + b;
-                    }
-                }
+                store(g, &acc, (o0, oc, oh, t), bias, y);
             }
         }
     }
