@@ -3,6 +3,10 @@
 //! `[O, C/groups, kh, kw]`: conv2d maps image → columns, conv_transpose2d maps columns → image
 //! with the same three batch kernels (`forward`, `backward_data`, `backward_weight`).
 //!
+//! A forward with a single input channel runs the direct kernel of `conv/direct.rs` instead
+//! (an im2col of `kh·kw` rows makes a GEMM with an inner size of 25); "same" convolutions
+//! unfold and fold each kernel tap as one contiguous run ([`im2col`], [`col2im`]).
+//!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
 //! the batch is cut into [`ConvGeom::parts`] slices that run in parallel, each with its own
 //! column matrix (and, for the weight gradient, its own partial sum).

@@ -1,5 +1,5 @@
 //! Convolutions: conv1d, conv2d and conv_transpose2d, lowered through im2col onto GEMM
-//! (`kernels/conv.rs`). One record serves all three; the weight and bias gradients are
+//! (`kernels/conv.rs`; a forward with one input channel runs a direct kernel). One record serves all three; the weight and bias gradients are
 //! computed only for operands that need them.
 
 use smallvec::SmallVec;
