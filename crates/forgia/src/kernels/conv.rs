@@ -129,6 +129,17 @@ fn flat(g: &ConvGeom) -> bool {
     g.stride == (1, 1) && g.ow == g.w
 }
 
+/// Zeroes columns `..lo` and `hi..` of every row of `rows` (`ow` floats each): a column at
+/// a time, since a `fill` per row is a call into `memset` for one or two floats.
+#[inline(always)]
+fn zero_edges(rows: &mut [f32], ow: usize, lo: usize, hi: usize) {
+    for j in (0..lo).chain(hi..ow) {
+        for v in rows.iter_mut().skip(j).step_by(ow) {
+            *v = 0.0;
+        }
+    }
+}
+
 /// Unfolds one image `[C, H, W]` into columns `[C*kh*kw, OH*OW]` (zeros where padded).
 pub(crate) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32]) {
     let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
@@ -156,10 +167,7 @@ pub(crate) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32]) {
                         let d0 = (s0 - start) as usize;
                         dst[d0..d0 + (s1 - s0) as usize].copy_from_slice(&plane[s0 as usize..s1 as usize]);
                     }
-                    for r in dst.chunks_exact_mut(ow) {
-                        r[..lo].fill(0.0);
-                        r[hi..].fill(0.0);
-                    }
+                    zero_edges(dst, ow, lo, hi);
                     continue;
                 }
                 for oh in r0..r1 {
@@ -237,10 +245,7 @@ fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32]) {
                     // The adjoint of im2col's single run: zero what reads the padding, then
                     // add the whole run (clipped to the plane) in one pass.
                     let src = &mut row[r0 * ow..r1 * ow];
-                    for r in src.chunks_exact_mut(ow) {
-                        r[..lo].fill(0.0);
-                        r[hi..].fill(0.0);
-                    }
+                    zero_edges(src, ow, lo, hi);
                     let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
                     let (s0, s1) = (start.max(0), (start + src.len() as isize).min(hw as isize));
                     if s1 > s0 {
