@@ -89,7 +89,31 @@ fn cases() -> Vec<Case> {
     all.extend(attention_next_cases());
     all.extend(models::models_cases());
     all.extend(masks_sort::masks_sort_cases());
+    all.extend(conv_path_cases());
     all
+}
+
+/// The convolution kernels' fast paths (issue 18): the single-channel direct kernel, "same"
+/// convolutions (one contiguous run per tap), and 2x2 max pooling.
+fn conv_path_cases() -> Vec<Case> {
+    const PAD2: Conv2dOptions = Conv2dOptions { stride: (1, 1), padding: (2, 2), dilation: (1, 1), groups: 1 };
+    vec![
+        case(
+            "conv2d (one input channel, same 5x5)",
+            |r| vec![normal(&[1, 1, 5, dim(r, 5, 7)], r), normal(&[2, 1, 5, 5], r), normal(&[2], r)],
+            |x| x[0].conv2d(&x[1], Some(&x[2]), PAD2),
+        ),
+        case(
+            "conv2d (same 5x5)",
+            |r| vec![normal(&[2, 3, 5, dim(r, 4, 6)], r), normal(&[2, 3, 5, 5], r), normal(&[2], r)],
+            |x| x[0].conv2d(&x[1], Some(&x[2]), PAD2),
+        ),
+        case(
+            "max_pool2d (2x2)",
+            |r| vec![distinct(&[2, 2, 4, dim(r, 4, 5)], r)],
+            |x| x[0].max_pool2d((2, 2), (2, 2), (0, 0)),
+        ),
+    ]
 }
 
 fn pointwise_cases() -> Vec<Case> {

@@ -1,10 +1,21 @@
 //! Convolution benches: conv2d forward and forward+backward at the W4 shapes, and a W4-like
 //! CNN training step (conv → relu → maxpool ×2 → linear → sum loss, forward + backward), and a
-//! gradient-penalty step through a CNN critic (second order).
+//! gradient-penalty step through a CNN critic (second order); the main job's CNN (`forgia
+//! train`: 5x5 convolutions 1→32→64 at 28x28, dropout, two linear layers, cross-entropy,
+//! Adam) one step at batch 64, and its convolutions one by one.
+//!
+//! `FORGIA_CONV_STEPS=n cargo bench -p forgia --bench conv` skips criterion and runs `n` steps
+//! of the main job's CNN (of the W4-like one with `FORGIA_CONV_JOB=w4`) on
+//! `FORGIA_CONV_THREADS` threads (default 1), for
+//! `perf stat -e cycles,instructions` of the bench binary: the per-step count is the
+//! difference of two runs (say 12 and 2 steps) over the difference of their step counts.
 #![allow(missing_docs)] // criterion_group! generates an undocumented `pub fn`.
 
-use criterion::{criterion_group, criterion_main, Criterion};
-use forgia::{Conv2dOptions, Rng, Tensor};
+use criterion::{criterion_group, Criterion};
+use forgia::loss::{cross_entropy, CrossEntropyOptions};
+use forgia::nn::{visit_child, visit_child_mut, Conv2d, Dropout, Linear, Module};
+use forgia::optim::{Adam, AdamConfig, Optimizer};
+use forgia::{Conv2dOptions, Indices, Rng, Tensor};
 
 fn conv2d(c: &mut Criterion) {
     let mut rng = Rng::new(0);
@@ -100,9 +111,124 @@ fn gradient_penalty(c: &mut Criterion) {
     });
 }
 
+/// The main job's CNN (crates/forgia-cli/src/train/mnist.rs), PyTorch default init.
+struct MainCnn {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    fc1: Linear,
+    fc2: Linear,
+    drop1: Dropout,
+    drop2: Dropout,
+}
+
+impl Module for MainCnn {
+    fn visit_params(&self, f: &mut dyn FnMut(&str, &Tensor)) {
+        visit_child("conv1", &self.conv1, f);
+        visit_child("conv2", &self.conv2, f);
+        visit_child("fc1", &self.fc1, f);
+        visit_child("fc2", &self.fc2, f);
+    }
+    fn visit_params_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        visit_child_mut("conv1", &mut self.conv1, f);
+        visit_child_mut("conv2", &mut self.conv2, f);
+        visit_child_mut("fc1", &mut self.fc1, f);
+        visit_child_mut("fc2", &mut self.fc2, f);
+    }
+}
+
+/// The main job's model, a batch of 64 images and labels, and its optimizer.
+struct MainJob {
+    net: MainCnn,
+    x: Tensor,
+    labels: Indices,
+    opt: Adam,
+    step: u64,
+}
+
+impl MainJob {
+    fn new() -> Self {
+        let mut rng = Rng::new(5);
+        let pad2 = Conv2dOptions { padding: (2, 2), ..Conv2dOptions::default() };
+        let net = MainCnn {
+            conv1: Conv2d::new(1, 32, (5, 5), pad2, true, &mut rng).unwrap(),
+            conv2: Conv2d::new(32, 64, (5, 5), pad2, true, &mut rng).unwrap(),
+            fc1: Linear::new(3136, 128, true, &mut rng).unwrap(),
+            fc2: Linear::new(128, 10, true, &mut rng).unwrap(),
+            drop1: Dropout::new(0.25, 0xD0).unwrap(),
+            drop2: Dropout::new(0.25, 0xD1).unwrap(),
+        };
+        let x = Tensor::randn(&[64, 1, 28, 28], 0.0, 1.0, &mut rng).unwrap();
+        let labels = Indices::from((0..64).map(|i| i % 10).collect::<Vec<usize>>());
+        MainJob { net, x, labels, opt: Adam::new(AdamConfig::adam()).unwrap(), step: 0 }
+    }
+
+    /// One training step as `forgia train` takes it: zero_grad, forward, loss, backward, Adam.
+    fn step(&mut self) -> f32 {
+        let (n, s) = (&self.net, self.step);
+        self.opt.zero_grad(n);
+        let block = |c: &Conv2d, x: &Tensor| c.forward(x).unwrap().relu().max_pool2d((2, 2), (2, 2), (0, 0)).unwrap();
+        let h = block(&n.conv2, &block(&n.conv1, &self.x));
+        let h = n.drop1.forward_with_seed(&h, n.drop1.seed_of_call(s)).unwrap().flatten(1, -1).unwrap();
+        let h = n.fc1.forward(&h).unwrap().relu();
+        let h = n.drop2.forward_with_seed(&h, n.drop2.seed_of_call(s)).unwrap();
+        let loss = cross_entropy(&n.fc2.forward(&h).unwrap(), &self.labels, CrossEntropyOptions::default()).unwrap();
+        loss.backward().unwrap();
+        self.opt.step(&mut self.net).unwrap();
+        self.step += 1;
+        loss.item().unwrap()
+    }
+}
+
+fn main_job(c: &mut Criterion) {
+    let mut job = MainJob::new();
+    c.bench_function("main_job_cnn_step_b64", |b| b.iter(|| job.step()));
+    // Its two convolutions alone, forward and forward + backward (conv1's input needs no
+    // gradient, as in the job).
+    let mut rng = Rng::new(6);
+    let pad2 = Conv2dOptions { padding: (2, 2), ..Conv2dOptions::default() };
+    let x1 = Tensor::randn(&[64, 1, 28, 28], 0.0, 1.0, &mut rng).unwrap();
+    let w1 = Tensor::randn(&[32, 1, 5, 5], 0.0, 0.2, &mut rng).unwrap().into_variable();
+    let x2 = Tensor::randn(&[64, 32, 14, 14], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    let w2 = Tensor::randn(&[64, 32, 5, 5], 0.0, 0.04, &mut rng).unwrap().into_variable();
+    for (name, x, w) in [("c1_64x1x28x28_k5_o32", &x1, &w1), ("c2_64x32x14x14_k5_o64", &x2, &w2)] {
+        c.bench_function(&format!("conv2d_fwd_{name}"), |b| {
+            b.iter(|| {
+                let _g = forgia::no_grad();
+                x.conv2d(w, None, pad2).unwrap()
+            })
+        });
+        c.bench_function(&format!("conv2d_fwd_bwd_{name}"), |b| {
+            b.iter(|| {
+                x.conv2d(w, None, pad2).unwrap().sum_all().backward().unwrap();
+                x.zero_grad();
+                w.zero_grad();
+            })
+        });
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(3));
-    targets = conv2d, w4_step, gradient_penalty
+    targets = conv2d, w4_step, gradient_penalty, main_job
 }
-criterion_main!(benches);
+
+fn main() {
+    if let Some(steps) = std::env::var("FORGIA_CONV_STEPS").ok().and_then(|v| v.parse::<u64>().ok()) {
+        let threads = std::env::var("FORGIA_CONV_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        forgia::set_num_threads(threads).unwrap();
+        if std::env::var("FORGIA_CONV_JOB").is_ok_and(|j| j == "w4") {
+            let mut rng = Rng::new(1);
+            let (net, x) = (Cnn::new(&mut rng), Tensor::randn(&[64, 1, 28, 28], 0.0, 1.0, &mut rng).unwrap());
+            let loss: f32 = (0..steps).map(|_| net.step(&x).unwrap()).sum();
+            println!("{steps} steps of the W4-like CNN on {threads} threads, loss sum {loss}");
+            return;
+        }
+        let mut job = MainJob::new();
+        let loss: f32 = (0..steps).map(|_| job.step()).sum();
+        println!("{steps} steps of the main job's CNN on {threads} threads, loss sum {loss}");
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -194,3 +194,62 @@ fn bad_convolution_inputs_are_named_errors() {
     let g3 = ConvTranspose2dOptions { groups: 3, ..Default::default() };
     assert!(matches!(kind(x.conv_transpose2d(&wt, None, g3)), ErrorKind::InvalidArgument { arg: "groups", .. }));
 }
+
+/// The kernels' fast paths, each with gradcheck: one input channel ("same" 5x5 as in the main
+/// job, unpadded, over-padded, strided rows), "same" convolutions whose taps are one
+/// contiguous run (with and without dilation), stride-1 rows shorter than the input, batch 1.
+#[test]
+fn every_kernel_path_passes_gradcheck() {
+    let pad = |p: usize| Conv2dOptions { padding: (p, p), ..Default::default() };
+    let configs = [
+        ((2, 1, 7, 6), (3, 1, 5, 5), pad(2)),
+        ((1, 1, 6, 7), (2, 1, 3, 3), pad(0)),
+        ((2, 1, 3, 4), (2, 1, 3, 3), pad(3)),
+        ((2, 1, 7, 7), (3, 1, 5, 5), Conv2dOptions { stride: (2, 1), padding: (2, 2), ..Default::default() }),
+        ((1, 2, 4, 5), (3, 2, 5, 5), pad(2)),
+        ((1, 2, 7, 5), (3, 2, 3, 3), Conv2dOptions { padding: (2, 2), dilation: (2, 2), ..Default::default() }),
+        ((3, 2, 6, 5), (2, 2, 3, 2), pad(0)),
+        ((1, 4, 5, 5), (4, 2, 3, 3), Conv2dOptions { padding: (1, 1), groups: 2, ..Default::default() }),
+    ];
+    for (i, (xs, ws, opts)) in configs.into_iter().enumerate() {
+        let x = var(&[xs.0, xs.1, xs.2, xs.3], 300 + i as u64);
+        let w = var(&[ws.0, ws.1, ws.2, ws.3], 400 + i as u64);
+        let b = var(&[ws.0], 500 + i as u64);
+        check(|v| v[0].conv2d(&v[1], Some(&v[2]), opts), &[x, w, b], &format!("path {i}"));
+    }
+}
+
+#[test]
+fn same_convolutions_are_twice_differentiable() {
+    use common::second_order::check as second_order;
+    let pad2 = Conv2dOptions { padding: (2, 2), ..Default::default() };
+    for (i, (xs, ws)) in [([2, 1, 6, 5], [2, 1, 5, 5]), ([1, 2, 5, 6], [3, 2, 5, 5])].into_iter().enumerate() {
+        let s = 600 + 10 * i as u64;
+        let inputs = [var(&xs, s), var(&ws, s + 1), var(&[ws[0]], s + 2)];
+        let f = |x: &[Tensor]| -> forgia::Result<Tensor> { Ok(x[0].conv2d(&x[1], Some(&x[2]), pad2)?.tanh()) };
+        let cot = var(f(&inputs).unwrap().shape(), s + 3).detach();
+        let c: Vec<Tensor> =
+            inputs.iter().enumerate().map(|(j, t)| var(t.shape(), s + 4 + j as u64).detach()).collect();
+        second_order(f, &inputs, &cot, &c);
+    }
+}
+
+#[test]
+fn a_non_contiguous_image_takes_the_same_fast_path() {
+    // A channel slice of a larger image (strided batch axis) against its packed copy.
+    let pad2 = Conv2dOptions { padding: (2, 2), ..Default::default() };
+    let big = Tensor::randn(&[3, 4, 6, 6], 0.0, 1.0, &mut Rng::new(9)).unwrap();
+    let w = Tensor::randn(&[5, 2, 5, 5], 0.0, 1.0, &mut Rng::new(10)).unwrap();
+    let view = big.slice(1, 1, 3, 1).unwrap();
+    let packed = Tensor::from_vec(view.to_vec(), &[3, 2, 6, 6]).unwrap();
+    assert_eq!(view.conv2d(&w, None, pad2).unwrap().to_vec(), packed.conv2d(&w, None, pad2).unwrap().to_vec());
+}
+
+#[test]
+fn the_kernel_paths_match_the_torch_goldens() {
+    let cases = golden::load("conv");
+    assert_eq!(cases.len(), 10);
+    for case in &cases {
+        golden::check_case(case, 1e-4, |v| golden_conv(case, v));
+    }
+}

@@ -3,11 +3,17 @@
 //! `[O, C/groups, kh, kw]`: conv2d maps image → columns, conv_transpose2d maps columns → image
 //! with the same three batch kernels (`forward`, `backward_data`, `backward_weight`).
 //!
+//! A forward with a single input channel runs the direct kernel of `conv/direct.rs` instead
+//! (an im2col of `kh·kw` rows makes a GEMM with an inner size of 25); "same" convolutions
+//! unfold and fold each kernel tap as one contiguous run ([`im2col`], [`col2im`]).
+//!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
 //! the batch is cut into [`ConvGeom::parts`] slices that run in parallel, each with its own
 //! column matrix (and, for the weight gradient, its own partial sum).
 
 use rayon::prelude::*;
+
+mod direct;
 
 use super::gemm::{gemm, MatRef};
 use super::split_len;
@@ -65,13 +71,12 @@ impl ConvGeom {
     fn parallel(&self) -> bool {
         self.n > 1 && self.macs() >= parallel::PARALLEL_GEMM_WORK
     }
-    /// One sample's column matrix `[C·kh·kw, OH·OW]` (none for a pointwise convolution).
+    /// One sample's scratch: its column matrix `[C·kh·kw, OH·OW]` (none for a pointwise
+    /// convolution), or the direct kernel's padded plane where that is larger.
     fn unfold_len(&self) -> usize {
-        if self.is_pointwise() {
-            0
-        } else {
-            self.c.saturating_mul(self.k.0 * self.k.1).saturating_mul(self.ohw())
-        }
+        let cols =
+            if self.is_pointwise() { 0 } else { self.c.saturating_mul(self.k.0 * self.k.1).saturating_mul(self.ohw()) };
+        cols.max(direct::scratch_len(self))
     }
     /// The batch slices a call runs in parallel: one per worker thread for a big
     /// convolution, else 1.
@@ -91,8 +96,9 @@ impl ConvGeom {
     }
 }
 
-/// The scratch of one convolution call: `parts` slices of the batch and a zeroed buffer of
-/// [`ConvGeom::scratch_len`] floats for them, allocated by the op.
+/// The scratch of one convolution call: `parts` slices of the batch and a buffer of
+/// [`ConvGeom::scratch_len`] floats for them (any values: the kernels overwrite what they
+/// read), allocated by the op.
 pub(crate) struct ConvScratch<'a> {
     pub(crate) parts: usize,
     pub(crate) buf: &'a mut [f32],
@@ -107,30 +113,72 @@ fn valid_range(out_len: usize, stride: usize, shift: isize, len: usize) -> (usiz
     (lo.min(hi), hi)
 }
 
+/// The output rows `r0..r1` that read an input row at kernel row `ki`, and that row's shift
+/// (`ih = oh * stride + shift`).
+fn row_range(g: &ConvGeom, ki: usize) -> (usize, usize, isize) {
+    let shift = (ki * g.dil.0) as isize - g.pad.0 as isize;
+    let (r0, r1) = valid_range(g.oh, g.stride.0, shift, g.h);
+    (r0, r1, shift)
+}
+
+/// True when output rows are as long as input rows and both strides are 1 (a "same"
+/// convolution such as 5x5 with padding 2): the valid output rows of one kernel tap then read
+/// one contiguous run of the input plane, so a tap's column row is one copy (or one add)
+/// plus a fix-up of the `|shift|` elements per row that fall off the edges.
+fn flat(g: &ConvGeom) -> bool {
+    g.stride == (1, 1) && g.ow == g.w
+}
+
+/// Zeroes columns `..lo` and `hi..` of every row of `rows` (`ow` floats each): a column at
+/// a time, since a `fill` per row is a call into `memset` for one or two floats.
+#[inline(always)]
+fn zero_edges(rows: &mut [f32], ow: usize, lo: usize, hi: usize) {
+    for j in (0..lo).chain(hi..ow) {
+        for v in rows.iter_mut().skip(j).step_by(ow) {
+            *v = 0.0;
+        }
+    }
+}
+
 /// Unfolds one image `[C, H, W]` into columns `[C*kh*kw, OH*OW]` (zeros where padded).
 pub(crate) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32]) {
-    let (ohw, hw) = (g.ohw(), g.h * g.w);
+    let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
     for c in 0..g.c {
         let plane = &x[c * hw..(c + 1) * hw];
         for ki in 0..g.k.0 {
+            let (r0, r1, shift_h) = row_range(g, ki);
             for kj in 0..g.k.1 {
                 let row_idx = (c * g.k.0 + ki) * g.k.1 + kj;
                 let row = &mut cols[row_idx * ohw..(row_idx + 1) * ohw];
                 let shift_w = (kj * g.dil.1) as isize - g.pad.1 as isize;
-                let (lo, hi) = valid_range(g.ow, g.stride.1, shift_w, g.w);
-                for oh in 0..g.oh {
-                    let dst = &mut row[oh * g.ow..(oh + 1) * g.ow];
-                    let ih = (oh * g.stride.0 + ki * g.dil.0) as isize - g.pad.0 as isize;
-                    if ih < 0 || ih >= g.h as isize {
-                        dst.fill(0.0);
-                        continue;
+                let (lo, hi) = valid_range(ow, g.stride.1, shift_w, g.w);
+                row[..r0 * ow].fill(0.0);
+                row[r1 * ow..].fill(0.0);
+                if r1 == r0 {
+                    continue;
+                }
+                if flat(g) {
+                    // dst[(r - r0) * w + j] = plane[(r + shift_h) * w + j + shift_w]: one run,
+                    // clipped to the plane; the elements outside lo..hi are then zeroed.
+                    let dst = &mut row[r0 * ow..r1 * ow];
+                    let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
+                    let (s0, s1) = (start.max(0), (start + dst.len() as isize).min(hw as isize));
+                    if s1 > s0 {
+                        let d0 = (s0 - start) as usize;
+                        dst[d0..d0 + (s1 - s0) as usize].copy_from_slice(&plane[s0 as usize..s1 as usize]);
                     }
-                    let src = &plane[ih as usize * g.w..(ih as usize + 1) * g.w];
+                    zero_edges(dst, ow, lo, hi);
+                    continue;
+                }
+                for oh in r0..r1 {
+                    let dst = &mut row[oh * ow..(oh + 1) * ow];
+                    let ih = (oh as isize * g.stride.0 as isize + shift_h) as usize;
+                    let src = &plane[ih * g.w..(ih + 1) * g.w];
                     dst[..lo].fill(0.0);
                     dst[hi..].fill(0.0);
                     if g.stride.1 == 1 {
                         let s0 = (lo as isize + shift_w) as usize;
-                        dst[lo..hi].copy_from_slice(&src[s0..s0 + hi - lo]);
+                        copy_short(&mut dst[lo..hi], &src[s0..s0 + hi - lo]);
                     } else {
                         for o in lo..hi {
                             dst[o] = src[(o as isize * g.stride.1 as isize + shift_w) as usize];
@@ -142,27 +190,81 @@ pub(crate) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32]) {
     }
 }
 
+/// `dst.copy_from_slice(src)` for the short rows of an image (a dozen floats, where a call
+/// into `memcpy` costs more than the copy): whole 8-float blocks, the last one overlapping.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    const B: usize = 8;
+    let n = dst.len();
+    if n < B {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut i = 0;
+    while i + B < n {
+        dst[i..i + B].copy_from_slice(&src[i..i + B]);
+        i += B;
+    }
+    dst[n - B..].copy_from_slice(&src[n - B..n]);
+}
+
+/// `dst[i] += src[i]`, vectorized.
+#[inline(always)]
+fn add_into(dst: &mut [f32], src: &[f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d += *s;
+    }
+}
+
 /// Folds columns `[C*kh*kw, OH*OW]` back into an image `[C, H, W]`, adding overlaps (the
-/// adjoint of [`im2col`]). `x` must be zeroed by the caller.
-pub(crate) fn col2im(g: &ConvGeom, cols: &[f32], x: &mut [f32]) {
-    let (ohw, hw) = (g.ohw(), g.h * g.w);
+/// adjoint of [`im2col`]). `x` must be zeroed by the caller. The columns that fall into the
+/// padding are set to zero on the way (`cols` is the caller's scratch).
+pub(crate) fn col2im(g: &ConvGeom, cols: &mut [f32], x: &mut [f32]) {
+    super::simd::vectorized(
+        #[inline(always)]
+        || col2im_inner(g, cols, x),
+    )
+}
+
+#[inline(always)]
+fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32]) {
+    let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
     for c in 0..g.c {
         let plane = &mut x[c * hw..(c + 1) * hw];
         for ki in 0..g.k.0 {
+            let (r0, r1, shift_h) = row_range(g, ki);
+            if r1 == r0 {
+                continue;
+            }
             for kj in 0..g.k.1 {
                 let row_idx = (c * g.k.0 + ki) * g.k.1 + kj;
-                let row = &cols[row_idx * ohw..(row_idx + 1) * ohw];
+                let row = &mut cols[row_idx * ohw..(row_idx + 1) * ohw];
                 let shift_w = (kj * g.dil.1) as isize - g.pad.1 as isize;
-                let (lo, hi) = valid_range(g.ow, g.stride.1, shift_w, g.w);
-                for oh in 0..g.oh {
-                    let ih = (oh * g.stride.0 + ki * g.dil.0) as isize - g.pad.0 as isize;
-                    if ih < 0 || ih >= g.h as isize {
-                        continue;
+                let (lo, hi) = valid_range(ow, g.stride.1, shift_w, g.w);
+                if flat(g) {
+                    // The adjoint of im2col's single run: zero what reads the padding, then
+                    // add the whole run (clipped to the plane) in one pass.
+                    let src = &mut row[r0 * ow..r1 * ow];
+                    zero_edges(src, ow, lo, hi);
+                    let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
+                    let (s0, s1) = (start.max(0), (start + src.len() as isize).min(hw as isize));
+                    if s1 > s0 {
+                        let d0 = (s0 - start) as usize;
+                        add_into(&mut plane[s0 as usize..s1 as usize], &src[d0..d0 + (s1 - s0) as usize]);
                     }
-                    let src = &row[oh * g.ow..(oh + 1) * g.ow];
-                    let dst = &mut plane[ih as usize * g.w..(ih as usize + 1) * g.w];
-                    for o in lo..hi {
-                        dst[(o as isize * g.stride.1 as isize + shift_w) as usize] += src[o];
+                    continue;
+                }
+                for oh in r0..r1 {
+                    let ih = (oh as isize * g.stride.0 as isize + shift_h) as usize;
+                    let src = &row[oh * ow..(oh + 1) * ow];
+                    let dst = &mut plane[ih * g.w..(ih + 1) * g.w];
+                    if g.stride.1 == 1 {
+                        let s0 = (lo as isize + shift_w) as usize;
+                        add_into(&mut dst[s0..s0 + hi - lo], &src[lo..hi]);
+                    } else {
+                        for o in lo..hi {
+                            dst[(o as isize * g.stride.1 as isize + shift_w) as usize] += src[o];
+                        }
                     }
                 }
             }
@@ -205,9 +307,16 @@ fn per_sample<T: Send>(
     });
 }
 
-/// Image → columns: `y[n] = W · im2col(x[n])` per group. `x` is `[N, C, H, W]`, `w` is
-/// `[O, C/groups, kh, kw]`, `y` is `[N, O, OH, OW]` (overwritten).
-pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32], scratch: ConvScratch<'_>) {
+/// Image → columns: `y[n] = W · im2col(x[n]) (+ bias)` per group. `x` is `[N, C, H, W]`, `w`
+/// is `[O, C/groups, kh, kw]`, `bias` is `[O]`, `y` is `[N, O, OH, OW]` (overwritten).
+pub(crate) fn forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: ConvScratch<'_>,
+) {
     let (og, kg, ohw, il) = (g.og(), g.kg(), g.ohw(), g.image_len());
     if g.cols_len() == 0 {
         return; // no output channels or no output pixels: nothing to write
@@ -215,6 +324,9 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32], scratch
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     per_sample(g, &mut outs, scratch, |n, yn, cols| {
         let xn = &x[n * il..(n + 1) * il];
+        if direct::applies(g) {
+            return direct::forward_sample(g, xn, w, bias, yn, &mut cols[..direct::scratch_len(g)]);
+        }
         let src: &[f32] = if g.is_pointwise() {
             xn
         } else {
@@ -225,12 +337,22 @@ pub(crate) fn forward(g: &ConvGeom, x: &[f32], w: &[f32], y: &mut [f32], scratch
             let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
             gemm(og, ohw, kg, packed(w, grp * og * kg, kg), packed(src, grp * kg * ohw, ohw), c, false, 1.0);
         }
+        if let Some(b) = bias {
+            add_channel_bias(yn, b, ohw); // while the sample's output is in cache
+        }
     })
 }
 
-/// Columns → image: `x[n] = col2im(Wᵀ · y[n])` per group (the input gradient of conv2d, the
-/// forward of conv_transpose2d). `x` is overwritten.
-pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32], scratch: ConvScratch<'_>) {
+/// Columns → image: `x[n] = col2im(Wᵀ · y[n]) (+ bias)` per group (the input gradient of
+/// conv2d, the forward of conv_transpose2d; `bias` is `[C]`). `x` is overwritten.
+pub(crate) fn backward_data(
+    g: &ConvGeom,
+    y: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    x: &mut [f32],
+    scratch: ConvScratch<'_>,
+) {
     let (og, kg, ohw, cl) = (g.og(), g.kg(), g.ohw(), g.cols_len());
     if g.image_len() == 0 {
         return; // no input channels or no input pixels: nothing to write
@@ -238,7 +360,7 @@ pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32], s
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
         let yn = &y[n * cl..(n + 1) * cl];
-        let dst: &mut [f32] = if g.is_pointwise() { xn } else { cols };
+        let dst: &mut [f32] = if g.is_pointwise() { xn } else { &mut *cols };
         for grp in 0..g.groups {
             let c = &mut dst[grp * kg * ohw..(grp + 1) * kg * ohw];
             gemm(kg, ohw, og, transposed(w, grp * og * kg, kg), packed(yn, grp * og * ohw, ohw), c, false, 1.0);
@@ -246,6 +368,9 @@ pub(crate) fn backward_data(g: &ConvGeom, y: &[f32], w: &[f32], x: &mut [f32], s
         if !g.is_pointwise() {
             xn.fill(0.0);
             col2im(g, cols, xn);
+        }
+        if let Some(b) = bias {
+            add_channel_bias(xn, b, g.h * g.w);
         }
     })
 }
@@ -262,6 +387,7 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     }
     let per = g.n.div_ceil(parts);
     let (cols, sums) = scratch.buf.split_at_mut(parts * unfold);
+    sums.fill(0.0); // a slice with no samples adds nothing
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
         for n in p * per..((p + 1) * per).min(g.n) {
             let xn = &x[n * il..(n + 1) * il];
@@ -307,17 +433,168 @@ pub(crate) fn add_channel_bias(y: &mut [f32], b: &[f32], spatial: usize) {
 }
 
 /// The per-channel sum of `[N, C, S]` (`C = out.len()`), added into the zeroed `out`: the
-/// bias gradient.
+/// bias gradient. Each plane is summed in 16 interleaved lanes (a sequential sum waits on
+/// every add: four cycles an element), then the lanes pairwise.
 pub(crate) fn channel_sum(y: &[f32], spatial: usize, out: &mut [f32]) {
-    let c = out.len();
-    for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
-        out[i % c] += plane.iter().sum::<f32>();
+    super::simd::vectorized(
+        #[inline(always)]
+        || {
+            let c = out.len();
+            for (i, plane) in y.chunks(spatial.max(1)).enumerate() {
+                out[i % c] += lane_sum(plane);
+            }
+        },
+    )
+}
+
+/// The sum of `v` over 16 interleaved partial sums.
+#[inline(always)]
+fn lane_sum(v: &[f32]) -> f32 {
+    const LANES: usize = 16;
+    let mut acc = [0.0f32; LANES];
+    let chunks = v.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for ch in chunks {
+        for (a, x) in acc.iter_mut().zip(ch) {
+            *a += *x;
+        }
     }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] += acc[l + width];
+        }
+    }
+    acc[0] + tail
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn geom(
+        c: usize,
+        (h, w): (usize, usize),
+        k: (usize, usize),
+        stride: (usize, usize),
+        pad: (usize, usize),
+        dil: (usize, usize),
+    ) -> ConvGeom {
+        let out = |len: usize, k: usize, s: usize, p: usize, d: usize| (len + 2 * p - d * (k - 1) - 1) / s + 1;
+        let (oh, ow) = (out(h, k.0, stride.0, pad.0, dil.0), out(w, k.1, stride.1, pad.1, dil.1));
+        ConvGeom { n: 1, c, h, w, o: 1, oh, ow, k, stride, pad, dil, groups: 1 }
+    }
+
+    /// im2col by its definition, one element at a time.
+    fn naive_im2col(g: &ConvGeom, x: &[f32]) -> Vec<f32> {
+        let mut cols = vec![0.0; g.kg() * g.ohw()];
+        for c in 0..g.c {
+            for ki in 0..g.k.0 {
+                for kj in 0..g.k.1 {
+                    for oh in 0..g.oh {
+                        for ow in 0..g.ow {
+                            let ih = (oh * g.stride.0 + ki * g.dil.0) as isize - g.pad.0 as isize;
+                            let iw = (ow * g.stride.1 + kj * g.dil.1) as isize - g.pad.1 as isize;
+                            if (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw) {
+                                let row = (c * g.k.0 + ki) * g.k.1 + kj;
+                                cols[row * g.ohw() + oh * g.ow + ow] = x[(c * g.h + ih as usize) * g.w + iw as usize];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        cols
+    }
+
+    /// The forward by its definition.
+    fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+        let (og, cg) = (g.o / g.groups, g.c / g.groups);
+        let mut y = vec![0.0; g.n * g.cols_len()];
+        for n in 0..g.n {
+            for o in 0..g.o {
+                let grp = o / og;
+                for (oh, ow) in (0..g.oh).flat_map(|a| (0..g.ow).map(move |b| (a, b))) {
+                    let mut s = bias[o];
+                    for (c, ki, kj) in
+                        (0..cg).flat_map(|c| (0..g.k.0).flat_map(move |i| (0..g.k.1).map(move |j| (c, i, j))))
+                    {
+                        let ih = (oh * g.stride.0 + ki * g.dil.0) as isize - g.pad.0 as isize;
+                        let iw = (ow * g.stride.1 + kj * g.dil.1) as isize - g.pad.1 as isize;
+                        if (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw) {
+                            let xi = ((n * g.c + grp * cg + c) * g.h + ih as usize) * g.w + iw as usize;
+                            s += w[((o * cg + c) * g.k.0 + ki) * g.k.1 + kj] * x[xi];
+                        }
+                    }
+                    y[(n * g.o + o) * g.ohw() + oh * g.ow + ow] = s;
+                }
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn the_single_channel_direct_kernel_matches_the_definition() {
+        let geoms = [
+            geom(1, (28, 28), (5, 5), (1, 1), (2, 2), (1, 1)), // the main job's first layer
+            geom(1, (9, 37), (3, 3), (1, 1), (0, 0), (1, 1)),  // several tiles, a partial one
+            geom(1, (3, 4), (3, 3), (1, 1), (3, 3), (1, 1)),   // over-padded
+            geom(1, (11, 10), (3, 2), (2, 1), (1, 2), (2, 3)), // strided rows, dilation
+            geom(1, (1, 20), (1, 5), (1, 1), (0, 2), (1, 1)),  // conv1d-like
+        ];
+        for (i, g0) in geoms.iter().enumerate() {
+            for o in [1, 5, 8] {
+                let g = ConvGeom { n: 2, o, ..*g0 };
+                assert!(direct::applies(&g));
+                let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 9) as f32 - 4.0).collect();
+                let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+                let b: Vec<f32> = (0..o).map(|v| v as f32).collect();
+                for parts in [1, 2] {
+                    let mut y = vec![f32::NAN; g.n * g.cols_len()];
+                    let mut buf = vec![f32::NAN; g.scratch_len(parts, false)];
+                    forward(&g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
+                    assert_eq!(y, naive_forward(&g, &x, &w, &b), "geometry {i}, {o} channels, {parts} parts");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_im2col_path_matches_the_definition_and_col2im_is_its_adjoint() {
+        let cases = [
+            geom(2, (6, 7), (5, 5), (1, 1), (2, 2), (1, 1)), // same: one run per tap
+            geom(1, (7, 5), (3, 3), (1, 1), (2, 2), (2, 2)), // same with dilation
+            geom(2, (7, 6), (3, 3), (1, 1), (0, 0), (1, 1)), // stride 1, rows shorter
+            geom(1, (2, 3), (3, 3), (1, 1), (3, 3), (1, 1)), // over-padded: whole taps outside
+            geom(3, (7, 7), (3, 2), (2, 1), (1, 0), (1, 2)), // strided rows
+            geom(2, (5, 8), (3, 3), (1, 2), (1, 1), (1, 1)), // strided columns
+            geom(1, (1, 9), (1, 5), (1, 1), (0, 2), (1, 1)), // conv1d-like, same
+        ];
+        for (i, g) in cases.iter().enumerate() {
+            let x: Vec<f32> = (0..g.image_len()).map(|v| (v % 11) as f32 - 5.0).collect();
+            // Stale values in the scratch must not leak through.
+            let mut cols = vec![f32::NAN; g.kg() * g.ohw()];
+            im2col(g, &x, &mut cols);
+            assert_eq!(cols, naive_im2col(g, &x), "case {i}: {g:?}");
+            // <im2col(x), y> = <x, col2im(y)> with small integers: exact in any order.
+            let y: Vec<f32> = (0..cols.len()).map(|v| (v % 7) as f32 - 3.0).collect();
+            let mut back = vec![0.0; x.len()];
+            col2im(g, &mut y.clone(), &mut back);
+            let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
+            // Each pixel's gradient by the definition: the sum of the columns that read it.
+            let mut want = vec![0.0; x.len()];
+            let unit: Vec<f32> = (0..x.len()).map(|_| 0.0).collect();
+            for p in 0..x.len() {
+                let mut e = unit.clone();
+                e[p] = 1.0;
+                want[p] = naive_im2col(g, &e).iter().zip(&y).map(|(a, b)| a * b).sum();
+            }
+            assert_eq!(back, want, "case {i}: col2im");
+            let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
+            assert_eq!(lhs, rhs, "case {i}: adjoint");
+        }
+    }
 
     #[test]
     fn col2im_is_the_adjoint_of_im2col() {
@@ -340,7 +617,7 @@ mod tests {
         let mut cols = vec![0.0; y.len()];
         im2col(&g, &x, &mut cols);
         let mut back = vec![0.0; x.len()];
-        col2im(&g, &y, &mut back);
+        col2im(&g, &mut y.clone(), &mut back);
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
         assert_eq!(lhs, rhs);
@@ -367,9 +644,9 @@ mod tests {
         let run = |parts: usize| {
             let mut y = vec![0.0; g.n * g.cols_len()];
             let mut buf = vec![0.0; g.scratch_len(parts, false)];
-            forward(&g, &x, &w, &mut y, ConvScratch { parts, buf: &mut buf });
+            forward(&g, &x, &w, None, &mut y, ConvScratch { parts, buf: &mut buf });
             let mut gx = vec![0.0; x.len()];
-            backward_data(&g, &y, &w, &mut gx, ConvScratch { parts, buf: &mut buf });
+            backward_data(&g, &y, &w, None, &mut gx, ConvScratch { parts, buf: &mut buf });
             let mut gw = vec![0.0; w.len()];
             let mut buf = vec![0.0; g.scratch_len(parts, true)];
             backward_weight(&g, &x, &y, &mut gw, ConvScratch { parts, buf: &mut buf });

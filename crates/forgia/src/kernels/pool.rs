@@ -91,6 +91,31 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
     }
 }
 
+/// [`max_plane`] for the usual 2x2 window with stride 2 and no padding (every window inside
+/// the plane): the same four taps in the same order with the same rule, unrolled.
+fn max_plane_2x2(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
+    let w = g.w;
+    for i in 0..g.oh {
+        let (r0, r1) = (&xp[2 * i * w..(2 * i + 1) * w], &xp[(2 * i + 1) * w..(2 * i + 2) * w]);
+        let (yr, ar) = (&mut y[i * g.ow..(i + 1) * g.ow], &mut arg[i * g.ow..(i + 1) * g.ow]);
+        let base = (2 * i * w) as u32;
+        for j in 0..g.ow {
+            let c = 2 * j;
+            let (mut m, mut a) = (f32::NEG_INFINITY, base + c as u32);
+            for (v, at) in [(r0[c], c), (r0[c + 1], c + 1), (r1[c], w + c), (r1[c + 1], w + c + 1)] {
+                // Bit masks, not `if`: LLVM turned the selects into branches, which
+                // mispredict on every other window of real activations.
+                let take = ((v > m) | v.is_nan()) as u32;
+                let keep = take.wrapping_sub(1); // all ones where the old maximum stays
+                m = f32::from_bits((v.to_bits() & !keep) | (m.to_bits() & keep));
+                a = ((base + at as u32) & !keep) | (a & keep);
+            }
+            yr[j] = m;
+            ar[j] = a;
+        }
+    }
+}
+
 /// Max over each window into `y`, and the in-plane index of each maximum into `arg` (both
 /// `[count, OH, OW]`, zeroed by the caller; left zero for empty planes).
 pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32]) {
@@ -98,16 +123,17 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32
     if ohw == 0 || hw == 0 {
         return;
     }
+    let plane = if g.k == (2, 2) && g.s == (2, 2) && g.p == (0, 0) { max_plane_2x2 } else { max_plane };
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             y.par_chunks_mut(ohw)
                 .zip(arg.par_chunks_mut(ohw))
                 .zip(x.par_chunks(hw))
-                .for_each(|((y, a), xp)| max_plane(g, xp, y, a))
+                .for_each(|((y, a), xp)| plane(g, xp, y, a))
         });
     } else {
         for ((y, a), xp) in y.chunks_mut(ohw).zip(arg.chunks_mut(ohw)).zip(x.chunks(hw)) {
-            max_plane(g, xp, y, a);
+            plane(g, xp, y, a);
         }
     }
 }
@@ -166,4 +192,30 @@ pub(crate) fn avg_backward(g: &PoolGeom, gy: &[f32], gx: &mut [f32]) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_2x2_fast_path_matches_the_general_window_loop_on_ties_nans_and_odd_sizes() {
+        for (h, w) in [(4, 4), (5, 7), (2, 3), (9, 2)] {
+            let g = PoolGeom { h, w, oh: h / 2, ow: w / 2, k: (2, 2), s: (2, 2), p: (0, 0) };
+            // Few distinct values (many ties), a NaN, and -inf everywhere in one window.
+            let mut x: Vec<f32> = (0..h * w).map(|i| ((i * 7) % 3) as f32).collect();
+            x[w + 1] = f32::NAN;
+            if h >= 4 && w >= 4 {
+                for i in [2 * w + 2, 2 * w + 3, 3 * w + 2, 3 * w + 3] {
+                    x[i] = f32::NEG_INFINITY;
+                }
+            }
+            let n = g.oh * g.ow;
+            let (mut y1, mut a1, mut y2, mut a2) = (vec![0.0; n], vec![0; n], vec![0.0; n], vec![0; n]);
+            max_plane(&g, &x, &mut y1, &mut a1);
+            max_plane_2x2(&g, &x, &mut y2, &mut a2);
+            assert_eq!(a1, a2, "{h}x{w}");
+            assert_eq!(format!("{y1:?}"), format!("{y2:?}"), "{h}x{w}");
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Convolutions: conv1d, conv2d and conv_transpose2d, lowered through im2col onto GEMM
-//! (`kernels/conv.rs`). One record serves all three; the weight and bias gradients are
+//! (`kernels/conv.rs`; a forward with one input channel runs a direct kernel). One record serves all three; the weight and bias gradients are
 //! computed only for operands that need them.
 
 use smallvec::SmallVec;
@@ -303,17 +303,22 @@ impl Map {
         }
     }
 
-    /// Runs the fused kernel of this map on packed operands into a fresh buffer.
-    fn run(self, g: &ConvGeom, a: &[f32], b: &[f32]) -> Result<Vec<f32>> {
+    /// Runs the fused kernel of this map on packed operands into a fresh buffer, adding
+    /// `bias` per output channel (the two maps that produce an activation take one).
+    fn run(self, g: &ConvGeom, a: &[f32], b: &[f32], bias: Option<&[f32]>) -> Result<Vec<f32>> {
         let op = self.name();
         let shape = self.out_shape(g);
-        let mut out = crate::tensor::zeroed(op, Size::of(op, &shape)?.numel())?;
+        let n = Size::of(op, &shape)?.numel();
+        // The two activation maps overwrite every element; the weight map sums into zeros.
+        let mut out = if self == Map::Weight { crate::tensor::zeroed(op, n)? } else { crate::tensor::buffer(op, n)? };
         let parts = g.parts();
-        let mut buf = crate::tensor::alloc(op, g.scratch_len(parts, self == Map::Weight))?;
+        // Column matrices come back to the buffer cache after the call (the kernels overwrite
+        // what they read of them), instead of a fresh zeroed allocation per call.
+        let mut buf = crate::tensor::Scratch::new(op, g.scratch_len(parts, self == Map::Weight))?;
         let scratch = k::ConvScratch { parts, buf: &mut buf };
         match self {
-            Map::Corr => k::forward(g, a, b, &mut out, scratch),
-            Map::CorrT => k::backward_data(g, a, b, &mut out, scratch),
+            Map::Corr => k::forward(g, a, b, bias, &mut out, scratch),
+            Map::CorrT => k::backward_data(g, a, b, bias, &mut out, scratch),
             Map::Weight => k::backward_weight(g, a, b, &mut out, scratch),
         }
         Ok(out)
@@ -324,13 +329,13 @@ impl Map {
 fn conv_map(map: Map, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, g: ConvGeom) -> Result<Tensor> {
     let (ad, bd) = (a.contiguous_data(map.name())?, b.contiguous_data(map.name())?);
     let shape = map.out_shape(&g);
-    let mut y = map.run(&g, ad.packed(), bd.packed())?;
-    if let Some(bias) = bias {
-        bias.try_with_data("conv", |bd| {
-            k::add_channel_bias(&mut y, bd, shape[2] * shape[3]);
-            Ok(())
-        })?;
-    }
+    let y = match bias {
+        Some(bias) => {
+            let bias = bias.contiguous_data(map.name())?;
+            map.run(&g, ad.packed(), bd.packed(), Some(bias.packed()))?
+        }
+        None => map.run(&g, ad.packed(), bd.packed(), None)?,
+    };
     let out = Tensor::from_parts(y, &shape);
     let record = || ConvBackward { a: ad.value(), b: bd.value(), geom: g, map, operands: 2 + bias.is_some() as usize };
     Ok(match bias {

@@ -66,7 +66,13 @@ impl Tensor {
         let (g, count) = geometry("max_pool2d", self, kernel, stride, padding)?;
         let (y, arg) = self.try_with_data("max_pool2d", |d| {
             let n = count * g.oh * g.ow;
-            let (mut y, mut arg) = (crate::tensor::zeroed("max_pool2d", n)?, vec![0u32; n]);
+            // Every output is written when the planes are not empty (then they stay zero).
+            let y = if g.h * g.w > 0 {
+                crate::tensor::buffer("max_pool2d", n)?
+            } else {
+                crate::tensor::zeroed("max_pool2d", n)?
+            };
+            let (mut y, mut arg) = (y, vec![0u32; n]);
             k::max_forward(&g, d, &mut y, &mut arg);
             Ok((y, arg))
         })?;
