@@ -298,11 +298,15 @@ fn per_sample<T: Send>(
     }
     let per = items.len().div_ceil(parts);
     let work: Vec<_> = items.chunks_mut(per).zip(cols.iter_mut()).enumerate().collect();
+    // The parts already fill the pool: each part's products stay on its own thread (a GEMM
+    // split again inside a part would only hand work between busy threads).
     parallel::install(|| {
         work.into_par_iter().for_each(|(p, (items, cols))| {
-            for (j, t) in items.iter_mut().enumerate() {
-                f(p * per + j, t, cols);
-            }
+            parallel::with_kernels_on_this_thread(true, || {
+                for (j, t) in items.iter_mut().enumerate() {
+                    f(p * per + j, t, cols);
+                }
+            })
         })
     });
 }
@@ -411,7 +415,10 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     }
     let mut outs: Vec<&mut [f32]> = std::iter::once(gw).chain(split_len(sums, parts - 1, wlen)).collect();
     parallel::install(|| {
-        outs.par_iter_mut().zip(cols.par_iter_mut()).enumerate().for_each(|(p, (gw, cols))| partial(p, gw, cols))
+        outs.par_iter_mut()
+            .zip(cols.par_iter_mut())
+            .enumerate()
+            .for_each(|(p, (gw, cols))| parallel::with_kernels_on_this_thread(true, || partial(p, gw, cols)))
     });
     let (out, rest) = outs.split_first_mut().expect("parts > 1");
     for p in rest.iter() {
