@@ -23,7 +23,7 @@ pub(crate) const MIN_LEN: usize = 4;
 /// Held-out words: the candidate set of the retrieval evaluation.
 pub(crate) const HELDOUT: usize = 2000;
 /// The seed of the train / held-out shuffle.
-pub(crate) const SPLIT_SEED: u64 = 0x7e57_0f_5e11;
+pub(crate) const SPLIT_SEED: u64 = 0x007e_570f_5e11;
 /// Edits tried before [`typo`] accepts a result that is another word of the list.
 pub(crate) const MAX_DRAWS: usize = 32;
 

@@ -32,9 +32,9 @@ use crate::data::typos::{self, TypoWords};
 use crate::embed::Embedder;
 
 /// Epochs, batch size and learning rate when no flag says otherwise.
-pub(super) const DEFAULTS: (u64, usize, f32) = (6, 64, 1e-3);
+pub(super) const DEFAULTS: (u64, usize, f32) = (8, 64, 1e-3);
 /// Optimizer steps per epoch (fewer when `--limit` leaves fewer batches in one pass).
-pub(crate) const STEPS_PER_EPOCH: usize = 50;
+pub(crate) const STEPS_PER_EPOCH: usize = 100;
 /// Longest token sequence (`[CLS]`, the word pieces, `[SEP]`).
 pub(crate) const MAX_TOKENS: usize = 16;
 /// LoRA rank.
