@@ -39,7 +39,8 @@ pub(crate) enum EmbedError {
 
 /// A loaded model and its tokenizer.
 pub(crate) struct Embedder {
-    encoder: SentenceEncoder,
+    /// The model (public to the crate so that the typos job can add LoRA adapters to it).
+    pub(crate) encoder: SentenceEncoder,
     tokenizer: Tokenizer,
     path: String,
 }

@@ -30,8 +30,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Train a model: mnist (a CNN, the default), words (a character transformer) or spirals
-    /// (a small MLP).
+    /// Train a model: mnist (a CNN, the default), words (a character transformer), spirals
+    /// (a small MLP) or typos (LoRA fine-tuning of MiniLM on misspelled words).
     Train(train::TrainArgs),
     /// Make up words with a words model saved by `forgia train words --save FILE`.
     Sample(sample::SampleArgs),

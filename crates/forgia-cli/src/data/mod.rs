@@ -4,10 +4,12 @@
 //!   4,000 / 1,000 train/test split.
 //! * [`words`]: `english-words.txt.gz`, an English word list filtered to lowercase words, with
 //!   a character vocabulary and a train/validation split.
+//! * [`typos`]: the same word list split into training and held-out words, with seeded typos.
 //!
 //! Every failure is a [`DataError`] naming the file, and the line where there is one.
 
 pub(crate) mod mnist;
+pub(crate) mod typos;
 pub(crate) mod words;
 
 use std::fs::File;

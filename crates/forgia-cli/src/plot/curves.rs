@@ -128,7 +128,10 @@ fn draw_loss(area: &Area<'_>, run: &RunCurves<'_>) -> Result<(), String> {
     let mut start = first.saturating_sub(1);
     let mut means = Vec::with_capacity(run.epochs.len());
     for e in run.epochs {
-        means.push(((start + e.step).div_ceil(2), e.train_loss));
+        // A metric taken before training (epoch 0) has no loss.
+        if e.train_loss.is_finite() {
+            means.push(((start + e.step).div_ceil(2), e.train_loss));
+        }
         start = e.step;
     }
     chart

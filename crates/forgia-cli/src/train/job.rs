@@ -14,6 +14,8 @@ pub(crate) enum Metric {
     TestAccuracy,
     /// Mean cross-entropy per token on the validation set (lower is better).
     ValidationLoss,
+    /// Percent of held-out queries whose nearest candidate is the right one (higher is better).
+    RetrievalTop1,
 }
 
 impl Metric {
@@ -22,6 +24,7 @@ impl Metric {
         match self {
             Metric::TestAccuracy => "test accuracy",
             Metric::ValidationLoss => "validation loss",
+            Metric::RetrievalTop1 => "held-out top-1",
         }
     }
 
@@ -30,6 +33,7 @@ impl Metric {
         match self {
             Metric::TestAccuracy => "test_accuracy",
             Metric::ValidationLoss => "validation_loss",
+            Metric::RetrievalTop1 => "heldout_top1",
         }
     }
 
@@ -38,15 +42,21 @@ impl Metric {
         match self {
             Metric::TestAccuracy => "test accuracy (%)",
             Metric::ValidationLoss => "validation loss (nats per character)",
+            Metric::RetrievalTop1 => "held-out top-1 retrieval (%)",
         }
     }
 
     /// A value formatted for people.
     pub(crate) fn format(self, value: f64) -> String {
         match self {
-            Metric::TestAccuracy => format!("{value:.2}%"),
+            Metric::TestAccuracy | Metric::RetrievalTop1 => format!("{value:.2}%"),
             Metric::ValidationLoss => format!("{value:.4}"),
         }
+    }
+
+    /// Whether the metric is a percentage.
+    pub(crate) fn is_percent(self) -> bool {
+        matches!(self, Metric::TestAccuracy | Metric::RetrievalTop1)
     }
 }
 
@@ -95,6 +105,16 @@ pub(crate) trait Job {
     /// Runs after training (the words task prints samples).
     fn finish(&self) -> Result<(), TrainError> {
         Ok(())
+    }
+    /// The metric before the first step, for a job that starts from a pretrained model (computed
+    /// like `evaluate`; logged as epoch 0).
+    fn baseline(&self) -> Result<Option<f64>, TrainError> {
+        Ok(None)
+    }
+    /// Writes what a run leaves besides its log into the output folder `out` (the typos job: its
+    /// LoRA adapters), after training, in every run (`--quiet` too); returns the files written.
+    fn write_outputs(&mut self, _out: &std::path::Path) -> Result<Vec<std::path::PathBuf>, TrainError> {
+        Ok(Vec::new())
     }
 }
 

@@ -1,6 +1,7 @@
 //! `forgia train`: the shared training loop (flags, output folder, checkpoints, progress,
-//! logs) and the three jobs — [`mnist`] (a CNN on the MNIST subset), [`words`] (a
-//! character-level transformer on the word list) and [`spirals`] (an MLP on two spirals).
+//! logs) and the jobs — [`mnist`] (a CNN on the MNIST subset), [`words`] (a
+//! character-level transformer on the word list), [`spirals`] (an MLP on two spirals) and
+//! [`typos`] (LoRA fine-tuning of MiniLM to retrieve misspelled words).
 
 pub(crate) mod charlm;
 mod cluster;
@@ -9,6 +10,7 @@ pub(crate) mod mnist;
 mod report;
 pub(crate) mod saved;
 mod spirals;
+pub(crate) mod typos;
 pub(crate) mod words;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +35,9 @@ pub(crate) enum Task {
     Words,
     /// An MLP on two interleaved spirals (seconds; reports test accuracy).
     Spirals,
+    /// LoRA fine-tuning of a sentence-transformers model (all-MiniLM-L6-v2, --model) so that
+    /// misspelled words retrieve their correct form (reports held-out top-1 retrieval).
+    Typos,
 }
 
 impl Task {
@@ -42,6 +47,7 @@ impl Task {
             Task::Mnist => "mnist",
             Task::Words => "words",
             Task::Spirals => "spirals",
+            Task::Typos => "typos",
         }
     }
 
@@ -51,12 +57,13 @@ impl Task {
             Task::Mnist => 1.0,
             Task::Words => 2.0,
             Task::Spirals => 3.0,
+            Task::Typos => 4.0,
         }
     }
 
     /// The job of a saved run's number, if it is one.
     pub(crate) fn from_code(code: f32) -> Option<Task> {
-        [Task::Mnist, Task::Words, Task::Spirals].into_iter().find(|t| t.code() == code)
+        [Task::Mnist, Task::Words, Task::Spirals, Task::Typos].into_iter().find(|t| t.code() == code)
     }
 }
 
@@ -107,6 +114,10 @@ pub(crate) struct TrainArgs {
     /// MNIST: random shifts of up to ±2 pixels of each training image.
     #[arg(long)]
     pub(crate) augment: bool,
+    /// Typos: the sentence-transformers folder to fine-tune (tools/fetch_minilm.sh fetches
+    /// all-MiniLM-L6-v2) [default: ./models/all-minilm-l6-v2 or the repository's].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) model: Option<PathBuf>,
     /// Data-parallel training over MPI: start with `mpirun -np N forgia train --distributed`.
     /// Every rank trains on its share of each global batch of --batch-size samples and the
     /// gradients are averaged; rank 0 alone prints and writes the log, plot and --save file;
@@ -164,6 +175,9 @@ pub(crate) enum TrainError {
     /// A flag combination that cannot work.
     #[error("{0}")]
     Invalid(String),
+    /// The model folder or its tokenizer could not be read (the typos job).
+    #[error(transparent)]
+    Embed(#[from] crate::embed::EmbedError),
     /// Distributed training failed (MPI, a collective's timeout, ranks that disagree).
     #[cfg(feature = "distributed")]
     #[error(transparent)]
@@ -189,6 +203,7 @@ pub(crate) struct Settings {
     pub(crate) limit: Option<usize>,
     pub(crate) augment: bool,
     pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) model: Option<PathBuf>,
 }
 
 /// Runs `forgia train`; in a distributed run, an error on any rank ends the job on all.
@@ -206,6 +221,11 @@ fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
     if args.augment && args.task != Task::Mnist {
         return Err(TrainError::Invalid("--augment applies to the mnist task only".into()));
     }
+    if args.task == Task::Typos {
+        typos::check_flags(args)?;
+    } else if args.model.is_some() {
+        return Err(TrainError::Invalid("--model applies to the typos task only".into()));
+    }
     let out = args.out.clone().unwrap_or_else(|| Path::new("out").join(args.task.name()));
     if cluster.is_root() {
         report::prepare_dir(&out)?;
@@ -217,6 +237,7 @@ fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
         Task::Mnist => mnist::DEFAULTS,
         Task::Words => words::DEFAULTS,
         Task::Spirals => spirals::DEFAULTS,
+        Task::Typos => typos::DEFAULTS,
     };
     let settings = Settings {
         epochs: args.epochs.unwrap_or(epochs),
@@ -227,11 +248,13 @@ fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
         limit: args.limit.map(|n| n as usize),
         augment: args.augment,
         data_dir: args.data_dir.clone(),
+        model: args.model.clone(),
     };
     let mut job: Box<dyn Job> = match args.task {
         Task::Mnist => Box::new(mnist::MnistJob::new(&settings)?),
         Task::Words => Box::new(words::WordsJob::new(&settings)?),
         Task::Spirals => Box::new(spirals::SpiralsJob::new(&settings)?),
+        Task::Typos => Box::new(typos::TyposJob::new(&settings)?),
     };
     let mut optimizer = job.optimizer(&settings)?;
     let mut start_epoch = 0;
@@ -254,6 +277,11 @@ fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
     }
     let rows = train_epochs(job.as_mut(), optimizer.as_mut(), &settings, start_epoch, (args, quiet, cluster), &out)?;
     if cluster.is_root() {
+        for path in job.write_outputs(&out)? {
+            if !quiet {
+                println!("saved {}", path.display());
+            }
+        }
         report::print_summary(job.metric(), &rows, quiet);
     }
     if !quiet {
@@ -275,6 +303,18 @@ fn train_epochs(
     let mut log = Log::new(out, plot_title(args.task, job.headline(), settings), job.metric());
     let mut rows = Vec::new();
     let started = Instant::now();
+    if start_epoch == 0 {
+        let baseline = {
+            let _guard = forgia::no_grad();
+            job.baseline()?
+        };
+        if let Some(metric) = baseline {
+            if !quiet {
+                println!("before training: {} {}", job.metric().label(), job.metric().format(metric));
+            }
+            log.baseline(metric);
+        }
+    }
     for epoch in start_epoch..settings.epochs {
         let epoch_start = Instant::now();
         job.model_mut().set_training(true);

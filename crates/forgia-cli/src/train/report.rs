@@ -170,6 +170,14 @@ impl Log {
         let _ = writeln!(self.rows, "step,{step},{epoch},{loss:.6},");
     }
 
+    /// Records the metric before training (a pretrained model's) as epoch 0 at step 0: a CSV
+    /// `epoch` row with an empty loss, and the first point of the metric panel.
+    pub(super) fn baseline(&mut self, metric: f64) {
+        let row = EpochRow { epoch: 0, train_loss: f64::NAN, metric, seconds: 0.0 };
+        self.epochs.push((0, row));
+        let _ = writeln!(self.rows, "epoch,0,0,,{metric:.6}");
+    }
+
     /// Records a finished epoch, `step` being the last step taken.
     pub(super) fn epoch(&mut self, step: u64, row: &EpochRow) {
         self.epochs.push((step, row.clone()));
@@ -203,7 +211,7 @@ impl Log {
             steps: &self.steps,
             epochs: &epochs,
             metric_label: self.metric.axis_label(),
-            percent: self.metric == Metric::TestAccuracy,
+            percent: self.metric.is_percent(),
         };
         curves::write(&tmp, &run).map_err(|e| write_error(&png, std::io::Error::other(e)))?;
         std::fs::rename(&tmp, &png).map_err(|e| write_error(&png, e))

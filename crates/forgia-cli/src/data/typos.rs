@@ -1,0 +1,289 @@
+//! Misspelled English words for `forgia train typos`: the shipped word list split into
+//! training and held-out words, and seeded typos (one edit: insert, delete, swap adjacent,
+//! replace).
+//!
+//! * Words: every kept word of [`super::words`] (both of its splits) with at least
+//!   [`MIN_LEN`] letters; a one-letter edit of a shorter word is too often another word or
+//!   ambiguous.
+//! * Split: a shuffle with the fixed seed [`SPLIT_SEED`] (independent of `--seed`, so every run
+//!   is evaluated on the same words): its first [`HELDOUT`] words are held out (sorted by
+//!   length), the rest train. A held-out word is never a training word.
+//! * Typos: [`typo`] applies one random edit and redraws (up to [`MAX_DRAWS`] times) until the
+//!   result differs from the word and is not itself a word of the list.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use forgia::Rng;
+
+use super::{existing, words, DataError};
+
+/// The shortest word used.
+pub(crate) const MIN_LEN: usize = 4;
+/// Held-out words: the candidate set of the retrieval evaluation.
+pub(crate) const HELDOUT: usize = 2000;
+/// The seed of the train / held-out shuffle.
+pub(crate) const SPLIT_SEED: u64 = 0x007e_570f_5e11;
+/// Edits tried before [`typo`] accepts a result that is another word of the list.
+pub(crate) const MAX_DRAWS: usize = 32;
+
+/// One typing mistake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Edit {
+    /// A letter typed too many (`word` → `worxd`).
+    Insert,
+    /// A letter left out (`word` → `wrd`).
+    Delete,
+    /// Two neighbouring letters swapped (`word` → `wrod`).
+    Swap,
+    /// A letter replaced by another (`word` → `wore`).
+    Replace,
+}
+
+impl Edit {
+    /// Every edit, drawn with equal probability.
+    pub(crate) const ALL: [Edit; 4] = [Edit::Insert, Edit::Delete, Edit::Swap, Edit::Replace];
+}
+
+/// The words of the typos job.
+#[derive(Debug, Clone)]
+pub(crate) struct TypoWords {
+    /// Training words, in list order.
+    pub(crate) train: Vec<String>,
+    /// Held-out words, by length, then alphabetically.
+    pub(crate) heldout: Vec<String>,
+    /// Every word of the list (of any length), so that typos that are real words are avoided.
+    pub(crate) dictionary: HashSet<String>,
+}
+
+/// Loads the word list from the data folder (`dir` is `--data-dir`) and splits it.
+///
+/// # Errors
+/// As [`words::load`]; [`DataError::Shape`] when fewer than [`HELDOUT`] + 1 words of
+/// [`MIN_LEN`] letters or more are left.
+pub(crate) fn load(dir: Option<&Path>) -> Result<TypoWords, DataError> {
+    let path = existing(dir, words::FILE_NAME, "word list")?;
+    let all = words::load_from(&path)?;
+    let list: Vec<String> = all.train.into_iter().chain(all.validation).collect();
+    split(list, HELDOUT).ok_or_else(|| DataError::Shape {
+        path,
+        message: format!("fewer than {} words of at least {MIN_LEN} letters for the typos job", HELDOUT + 1),
+    })
+}
+
+/// Splits `list` (the words of the list in its order): `heldout` of the words of at least
+/// [`MIN_LEN`] letters, drawn with [`SPLIT_SEED`], are held out and the others train. `None`
+/// when that leaves no training word.
+pub(crate) fn split(list: Vec<String>, heldout: usize) -> Option<TypoWords> {
+    let dictionary: HashSet<String> = list.iter().cloned().collect();
+    let mut seen = HashSet::new();
+    let usable: Vec<String> = list.into_iter().filter(|w| w.len() >= MIN_LEN && seen.insert(w.clone())).collect();
+    if usable.len() <= heldout {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..usable.len()).collect();
+    Rng::new(SPLIT_SEED).shuffle(&mut order);
+    let held: HashSet<usize> = order[..heldout].iter().copied().collect();
+    let mut heldout_words: Vec<String> = order[..heldout].iter().map(|&i| usable[i].clone()).collect();
+    // By length, so that a batch of the evaluation pads little.
+    heldout_words.sort_by(|a, b| (a.len(), a).cmp(&(b.len(), b)));
+    let train = usable.into_iter().enumerate().filter(|(i, _)| !held.contains(i)).map(|(_, w)| w).collect();
+    Some(TypoWords { train, heldout: heldout_words, dictionary })
+}
+
+/// `word` with `edit` applied at a random place (letters `a-z`); may equal `word` (a swap of
+/// two equal letters) or be empty (deleting the only letter).
+pub(crate) fn apply(word: &str, edit: Edit, rng: &mut Rng) -> String {
+    let mut b = word.as_bytes().to_vec();
+    let letter = |rng: &mut Rng| b'a' + rng.below(26) as u8;
+    match edit {
+        Edit::Insert => {
+            let at = rng.below(b.len() + 1);
+            b.insert(at, letter(rng));
+        }
+        Edit::Delete if !b.is_empty() => {
+            b.remove(rng.below(b.len()));
+        }
+        Edit::Swap if b.len() >= 2 => {
+            let at = rng.below(b.len() - 1);
+            b.swap(at, at + 1);
+        }
+        Edit::Replace if !b.is_empty() => {
+            let at = rng.below(b.len());
+            // One of the 25 other letters (any letter in place of a character outside a-z).
+            let offset = b[at].wrapping_sub(b'a') as usize % 26;
+            b[at] = b'a' + ((offset + 1 + rng.below(25)) % 26) as u8;
+        }
+        _ => {}
+    }
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+/// A misspelling of `word` (lowercase `a-z`, at least two letters): a random edit, redrawn
+/// until it differs from `word` and is not in `dictionary`; after [`MAX_DRAWS`] draws the
+/// first result that differs from `word` is taken even if it is a word. Never `word` itself.
+pub(crate) fn typo(word: &str, dictionary: &HashSet<String>, rng: &mut Rng) -> String {
+    let mut fallback = None;
+    for _ in 0..MAX_DRAWS {
+        let edit = Edit::ALL[rng.below(Edit::ALL.len())];
+        let t = apply(word, edit, rng);
+        if t == word || t.is_empty() {
+            continue;
+        }
+        if !dictionary.contains(&t) {
+            return t;
+        }
+        if fallback.is_none() {
+            fallback = Some(t);
+        }
+    }
+    // An insertion always differs from the word.
+    fallback.unwrap_or_else(|| apply(word, Edit::Insert, rng))
+}
+
+/// The seed of the training typo of the `slot`-th word of step `step` in a run seeded `seed`:
+/// every step draws fresh typos, and a run is reproducible from its seed.
+pub(crate) fn pair_seed(seed: u64, step: u64, slot: usize) -> u64 {
+    let mut r = Rng::new(seed ^ 0x7970_6f73);
+    let a = r.next_u64();
+    a ^ step.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (slot as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+}
+
+/// The fixed evaluation queries: one typo of each held-out word (seeded by [`SPLIT_SEED`] and
+/// the word's position), the same in every run.
+pub(crate) fn eval_queries(words: &TypoWords) -> Vec<String> {
+    words
+        .heldout
+        .iter()
+        .enumerate()
+        .map(|(i, w)| typo(w, &words.dictionary, &mut Rng::new(pair_seed(SPLIT_SEED, u64::MAX, i))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// True when `t` is one insert, delete, adjacent swap or replacement away from `w`.
+    fn one_edit(w: &str, t: &str) -> bool {
+        let (a, b) = (w.as_bytes(), t.as_bytes());
+        let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let suffix = |skip_a: usize, skip_b: usize| a[prefix + skip_a..] == b[prefix + skip_b..];
+        match (a.len() as isize) - (b.len() as isize) {
+            1 => suffix(1, 0),
+            -1 => suffix(0, 1),
+            0 if prefix == a.len() => false,
+            0 => {
+                suffix(1, 1)
+                    || (prefix + 1 < a.len()
+                        && a[prefix] == b[prefix + 1]
+                        && a[prefix + 1] == b[prefix]
+                        && suffix(2, 2))
+            }
+            _ => false,
+        }
+    }
+
+    fn sample_list() -> Vec<String> {
+        let mut list = Vec::new();
+        for a in b'a'..=b'z' {
+            for b in [b'e', b'o', b'r'] {
+                list.push(String::from_utf8(vec![a, b, b'n', b'a', b't']).unwrap());
+            }
+            list.push(String::from_utf8(vec![a, b'x']).unwrap());
+        }
+        list
+    }
+
+    #[test]
+    fn every_edit_is_one_typing_mistake() {
+        let mut rng = Rng::new(3);
+        for _ in 0..2000 {
+            let edit = Edit::ALL[rng.below(4)];
+            let t = apply("spelling", edit, &mut rng);
+            match edit {
+                Edit::Insert => assert_eq!(t.len(), 9),
+                Edit::Delete => assert_eq!(t.len(), 7),
+                Edit::Swap | Edit::Replace => assert_eq!(t.len(), 8),
+            }
+            if t != "spelling" {
+                assert!(one_edit("spelling", &t), "{edit:?}: {t}");
+            }
+            if edit == Edit::Replace {
+                assert_ne!(t, "spelling", "a replacement picks another letter");
+            }
+            assert!(t.bytes().all(|c| c.is_ascii_lowercase()), "{t}");
+        }
+        assert!(one_edit("word", "wrod") && one_edit("word", "wrd") && one_edit("word", "words"));
+        assert!(!one_edit("word", "word") && !one_edit("word", "drow") && !one_edit("word", "wo"));
+    }
+
+    #[test]
+    fn typos_differ_from_the_word_and_avoid_other_words() {
+        let dictionary: HashSet<String> = ["cat", "cut", "at", "act", "cats", "scat"].map(String::from).into();
+        let mut rng = Rng::new(11);
+        for _ in 0..500 {
+            let t = typo("cat", &dictionary, &mut rng);
+            assert_ne!(t, "cat");
+            assert!(!dictionary.contains(&t), "{t} is a word");
+            assert!(one_edit("cat", &t), "{t}");
+        }
+        // When every edit of "ab" is a word, the first edit that differs is taken.
+        let mut every_edit = HashSet::new();
+        for edit in Edit::ALL {
+            let mut rng = Rng::new(0);
+            for _ in 0..5000 {
+                every_edit.insert(apply("ab", edit, &mut rng));
+            }
+        }
+        every_edit.remove("ab");
+        // Deletions, the swap, replacements, insertions (`aab` and `abb` two ways each).
+        assert_eq!(every_edit.len(), 2 + 1 + 2 * 25 + (3 * 26 - 2), "every edit was drawn");
+        let mut rng = Rng::new(5);
+        for _ in 0..100 {
+            let t = typo("ab", &every_edit, &mut rng);
+            assert!(t != "ab" && one_edit("ab", &t), "{t}");
+        }
+    }
+
+    #[test]
+    fn typos_are_deterministic_for_a_seed() {
+        let words = split(sample_list(), 10).unwrap();
+        let draw = |seed: u64| -> Vec<String> {
+            (0..20)
+                .map(|slot| typo(&words.train[slot], &words.dictionary, &mut Rng::new(pair_seed(seed, 7, slot))))
+                .collect()
+        };
+        assert_eq!(draw(1), draw(1));
+        assert_ne!(draw(1), draw(2));
+        assert_ne!(pair_seed(0, 1, 0), pair_seed(0, 2, 0));
+        assert_ne!(pair_seed(0, 1, 0), pair_seed(0, 1, 1));
+        assert_eq!(eval_queries(&words), eval_queries(&words));
+    }
+
+    #[test]
+    fn held_out_words_are_never_training_words() {
+        let list = sample_list();
+        let words = split(list.clone(), 10).unwrap();
+        assert_eq!(words.heldout.len(), 10);
+        assert_eq!(words.train.len() + 10, 78, "the 26 two-letter words are too short");
+        let train: HashSet<&String> = words.train.iter().collect();
+        assert!(words.heldout.iter().all(|w| !train.contains(w) && w.len() >= MIN_LEN));
+        // Fixed: the same split every time, whatever the run's seed.
+        assert_eq!(split(list.clone(), 10).unwrap().heldout, words.heldout);
+        assert!(split(list, 78).is_none(), "no training word left");
+        let queries = eval_queries(&words);
+        for (q, w) in queries.iter().zip(&words.heldout) {
+            assert!(q != w && one_edit(w, q), "{w} -> {q}");
+        }
+    }
+
+    #[test]
+    fn the_shipped_list_holds_out_2000_words() {
+        let words = load(None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(words.heldout.len(), HELDOUT);
+        assert!(words.train.len() > 50_000, "{}", words.train.len());
+        let train: HashSet<&String> = words.train.iter().collect();
+        assert!(words.heldout.iter().all(|w| !train.contains(w)));
+    }
+}

@@ -1,0 +1,372 @@
+//! The typos job: LoRA fine-tuning of a sentence-transformers model (all-MiniLM-L6-v2, fetched
+//! by `tools/fetch_minilm.sh`) so that a misspelled English word's embedding lies nearest its
+//! correct form.
+//!
+//! * Data ([`crate::data::typos`]): the shipped word list, a fixed split of held-out words,
+//!   and a fresh seeded typo (insert, delete, swap, replace) of every training word of a step.
+//! * Model: the pretrained encoder, frozen (every base weight a constant), with rank-[`RANK`]
+//!   LoRA adapters on every linear layer of the encoder ([`TARGETS`]); words are short, so
+//!   sequences are cut at [`MAX_TOKENS`] tokens.
+//! * Loss: in-batch contrastive (sentence-transformers' `MultipleNegativesRankingLoss`): the
+//!   cosine similarities of the batch's typos against its correct words, times [`SCALE`],
+//!   cross-entropy against the diagonal (each typo's own word is its class; the batch's other
+//!   words are the negatives).
+//! * Metric: top-1 retrieval on the held-out words: the query is a fixed typo of each held-out
+//!   word, the candidates are all [`typos::HELDOUT`] held-out words; a query scores when its
+//!   most similar candidate is its word. Measured before training (the pretrained model) and
+//!   after every epoch of [`STEPS_PER_EPOCH`] steps.
+//! * Output: the adapters, under PEFT's names, in `<out>/adapter_model.safetensors`.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+use forgia::loss::{cross_entropy, CrossEntropyOptions};
+use forgia::models::lora;
+use forgia::nn::Module;
+use forgia::optim::{AdamConfig, AdamW, Optimizer};
+use forgia::{Indices, Rng, Tensor};
+
+use super::job::{shuffled_batches, subset};
+use super::{Job, Metric, Settings, StepOut, TrainArgs, TrainError};
+use crate::data::typos::{self, TypoWords};
+use crate::embed::Embedder;
+
+/// Epochs, batch size and learning rate when no flag says otherwise.
+pub(super) const DEFAULTS: (u64, usize, f32) = (8, 64, 1e-3);
+/// Optimizer steps per epoch (fewer when `--limit` leaves fewer batches in one pass).
+pub(crate) const STEPS_PER_EPOCH: usize = 100;
+/// Longest token sequence (`[CLS]`, the word pieces, `[SEP]`).
+pub(crate) const MAX_TOKENS: usize = 16;
+/// LoRA rank.
+pub(crate) const RANK: usize = 8;
+/// LoRA alpha (scaling `alpha / rank`).
+pub(crate) const ALPHA: f32 = 16.0;
+/// The layers that get adapters: every linear layer of every encoder block (not the pooler,
+/// which sentence embeddings do not use).
+pub(crate) const TARGETS: [&str; 6] =
+    ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"];
+/// The similarity scale of the contrastive loss (sentence-transformers' default, 20).
+pub(crate) const SCALE: f32 = 20.0;
+/// Words per forward pass during evaluation.
+const EVAL_BATCH: usize = 250;
+/// The adapters' file in the output folder (PEFT's name).
+pub(crate) const ADAPTERS_FILE: &str = "adapter_model.safetensors";
+/// Where the model is looked for without `--model` (relative to the working directory, then
+/// to the repository root).
+pub(crate) const DEFAULT_MODEL: &str = "models/all-minilm-l6-v2";
+
+/// Rejects the flags of `forgia train` that the typos job does not take.
+///
+/// # Errors
+/// [`TrainError::Invalid`] naming the flag.
+pub(super) fn check_flags(args: &TrainArgs) -> Result<(), TrainError> {
+    let unsupported =
+        [(args.save.is_some(), "--save"), (args.resume.is_some(), "--resume"), (args.checkpoint, "--checkpoint")];
+    match unsupported.iter().find(|(set, _)| *set) {
+        Some((_, flag)) => Err(TrainError::Invalid(format!(
+            "{flag} does not apply to the typos task (it saves its LoRA adapters to <out>/{ADAPTERS_FILE})"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The model folder: `--model`, else [`DEFAULT_MODEL`] under the working directory or the
+/// repository root; [`TrainError::MissingFile`] when it holds no `config.json`.
+fn model_dir(given: Option<&Path>) -> Result<PathBuf, TrainError> {
+    let dir = match given {
+        Some(d) => d.to_path_buf(),
+        None => {
+            let repo = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(DEFAULT_MODEL);
+            [PathBuf::from(DEFAULT_MODEL), repo]
+                .into_iter()
+                .find(|d| d.join("config.json").is_file())
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_MODEL))
+        }
+    };
+    if !dir.join("config.json").is_file() {
+        return Err(TrainError::MissingFile {
+            what: "model folder",
+            path: dir,
+            hint: "run tools/fetch_minilm.sh or pass --model DIR".into(),
+        });
+    }
+    Ok(dir)
+}
+
+/// L2-normalizes the rows of `x [N, H]` (`x / max(‖x‖, 1e-12)`, as `F.normalize`).
+fn normalize_rows(x: &Tensor) -> forgia::Result<Tensor> {
+    x.div(&x.square().sum(1, true)?.sqrt().clamp(1e-12, f32::INFINITY)?)
+}
+
+/// The in-batch contrastive loss of queries `q [B, H]` against their positives `d [B, H]`
+/// (`MultipleNegativesRankingLoss`): `S = scale · cos(q_i, d_j)`, the mean cross-entropy of
+/// each row of `S` against its diagonal; `symmetric` averages it with the same of `Sᵀ` (each
+/// positive retrieving its query). Backward: that of the ops it is built from.
+///
+/// # Errors
+/// `ShapeMismatch` when `q` and `d` are not the same `[B, H]`.
+pub(crate) fn in_batch_contrastive(q: &Tensor, d: &Tensor, scale: f32, symmetric: bool) -> forgia::Result<Tensor> {
+    if q.shape() != d.shape() || q.shape().len() != 2 {
+        return Err(forgia::Error::from(forgia::ErrorKind::ShapeMismatch {
+            op: "in_batch_contrastive",
+            lhs: q.shape().to_vec(),
+            rhs: d.shape().to_vec(),
+        }));
+    }
+    let n = q.shape()[0];
+    let scores = normalize_rows(q)?.matmul(&normalize_rows(d)?.transpose(0, 1)?)?.scale(scale);
+    let labels = Indices::from((0..n as i64).collect::<Vec<_>>());
+    let forward = cross_entropy(&scores, &labels, CrossEntropyOptions::default())?;
+    if !symmetric {
+        return Ok(forward);
+    }
+    let backward = cross_entropy(&scores.transpose(0, 1)?.contiguous()?, &labels, CrossEntropyOptions::default())?;
+    Ok(forward.add(&backward)?.scale(0.5))
+}
+
+/// The share (in percent) of rows `i` of `scores [N, N]` (row-major) whose largest entry is
+/// the diagonal one (the first largest on ties).
+pub(crate) fn top1_percent(scores: &[f32], n: usize) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let hits = scores
+        .chunks(n)
+        .enumerate()
+        .filter(|(i, row)| {
+            let best = row.iter().enumerate().fold(0, |b, (j, &v)| if v > row[b] { j } else { b });
+            best == *i
+        })
+        .count();
+    100.0 * hits as f64 / n as f64
+}
+
+/// The typos job.
+pub(super) struct TyposJob {
+    embedder: Embedder,
+    dir: PathBuf,
+    words: TypoWords,
+    /// Indices into `words.train` in use (`--limit`).
+    train: Vec<usize>,
+    /// One fixed typo of each held-out word.
+    queries: Vec<String>,
+    adapted: usize,
+    settings: Settings,
+    /// The metric before training and after the latest epoch, for the closing line.
+    before: Cell<Option<f64>>,
+    after: Cell<Option<f64>>,
+}
+
+impl TyposJob {
+    /// Loads the model and the words, adds the adapters and freezes the base.
+    ///
+    /// # Errors
+    /// A missing model folder or word list, a bad model file or tokenizer.
+    pub(super) fn new(settings: &Settings) -> Result<TyposJob, TrainError> {
+        let dir = model_dir(settings.model.as_deref())?;
+        let words = typos::load(settings.data_dir.as_deref())?;
+        let mut embedder = Embedder::open(&dir, Some(MAX_TOKENS))?;
+        let mut rng = Rng::new(settings.seed ^ 0x10_4a);
+        let adapted = lora::add_lora(&mut embedder.encoder.bert, &TARGETS, RANK, ALPHA, &mut rng)?;
+        lora::freeze_base(&mut embedder.encoder.bert);
+        let train = subset(words.train.len(), settings.limit);
+        let queries = typos::eval_queries(&words);
+        Ok(TyposJob {
+            embedder,
+            dir,
+            words,
+            train,
+            queries,
+            adapted,
+            settings: settings.clone(),
+            before: Cell::new(None),
+            after: Cell::new(None),
+        })
+    }
+
+    /// Steps per epoch: [`STEPS_PER_EPOCH`], or one pass when the training set is smaller.
+    fn steps_per_epoch(&self) -> usize {
+        STEPS_PER_EPOCH.min(self.train.len().div_ceil(self.settings.batch_size).max(1))
+    }
+
+    /// Embeddings `[N, H]` of `texts` in one forward pass (a graph when grad mode is on).
+    fn embed(&self, texts: &[String]) -> Result<Tensor, TrainError> {
+        let (ids, mask) = self.embedder.tokenize(texts)?;
+        Ok(self.embedder.encoder.embed(&ids, &mask)?)
+    }
+
+    /// Embeddings of many texts, [`EVAL_BATCH`] at a time, L2-normalized.
+    fn embed_all(&self, texts: &[String]) -> Result<Tensor, TrainError> {
+        let parts = texts.chunks(EVAL_BATCH).map(|c| self.embed(c)).collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        Ok(normalize_rows(&Tensor::concat(&refs, 0)?)?)
+    }
+
+    /// Held-out top-1 retrieval in percent (see the module docs).
+    fn top1(&self) -> Result<f64, TrainError> {
+        let candidates = self.embed_all(&self.words.heldout)?;
+        let queries = self.embed_all(&self.queries)?;
+        let scores = queries.matmul(&candidates.transpose(0, 1)?)?;
+        Ok(top1_percent(&scores.to_vec(), self.queries.len()))
+    }
+}
+
+impl Job for TyposJob {
+    fn model(&self) -> &dyn Module {
+        &self.embedder.encoder.bert
+    }
+
+    fn model_mut(&mut self) -> &mut dyn Module {
+        &mut self.embedder.encoder.bert
+    }
+
+    fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
+        Ok(Box::new(AdamW::new(AdamConfig { lr: settings.lr, ..AdamConfig::adamw() })?))
+    }
+
+    fn headline(&self) -> &'static str {
+        "MiniLM + LoRA, in-batch contrastive, AdamW"
+    }
+
+    fn describe(&self, s: &Settings) -> String {
+        let c = &self.embedder.encoder.bert.config;
+        let params = self.embedder.encoder.bert.named_parameters();
+        let trainable: usize = params.iter().filter(|(_, t)| t.is_variable()).map(|(_, t)| t.numel()).sum();
+        let total: usize = params.iter().map(|(_, t)| t.numel()).sum();
+        format!(
+            "typos: {} ({} layers, hidden {}) with LoRA rank {RANK} (alpha {ALPHA}) on {} linear layers: \
+             {trainable} trainable of {total} parameters, base frozen; {} training / {} held-out words, \
+             sequences of at most {MAX_TOKENS} tokens; in-batch contrastive loss (scale {SCALE}); \
+             AdamW lr {}, batch {}, {} epochs of {} steps",
+            self.dir.display(),
+            c.num_hidden_layers,
+            c.hidden_size,
+            self.adapted,
+            self.train.len(),
+            self.words.heldout.len(),
+            s.lr,
+            s.batch_size,
+            s.epochs,
+            self.steps_per_epoch(),
+        )
+    }
+
+    fn metric(&self) -> Metric {
+        Metric::RetrievalTop1
+    }
+
+    fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
+        // Passes over the (shuffled) words, continued across epochs, cut into epochs of equal steps.
+        let per_pass = self.train.len().div_ceil(self.settings.batch_size).max(1);
+        let steps = self.steps_per_epoch();
+        let first = epoch as usize * steps;
+        let mut plan = Vec::with_capacity(steps);
+        while plan.len() < steps {
+            let step = first + plan.len();
+            let pass =
+                shuffled_batches(&self.train, self.settings.batch_size, self.settings.seed, (step / per_pass) as u64);
+            plan.extend(pass.into_iter().skip(step % per_pass).take(steps - plan.len()));
+        }
+        plan
+    }
+
+    fn train_step(&self, batch: &[usize], step: u64) -> Result<StepOut, TrainError> {
+        let mut texts: Vec<String> = batch
+            .iter()
+            .enumerate()
+            .map(|(slot, &i)| {
+                let mut rng = Rng::new(typos::pair_seed(self.settings.seed, step, slot));
+                typos::typo(&self.words.train[i], &self.words.dictionary, &mut rng)
+            })
+            .collect();
+        texts.extend(batch.iter().map(|&i| self.words.train[i].clone()));
+        // One forward pass for the typos and their words together.
+        let e = self.embed(&texts)?;
+        let n = batch.len();
+        let loss = in_batch_contrastive(&e.narrow(0, 0, n)?, &e.narrow(0, n, n)?, SCALE, false)?;
+        Ok(StepOut { loss, correct: None })
+    }
+
+    fn evaluate(&self) -> Result<f64, TrainError> {
+        let top1 = self.top1()?;
+        self.after.set(Some(top1));
+        Ok(top1)
+    }
+
+    fn baseline(&self) -> Result<Option<f64>, TrainError> {
+        // The adapters start at zero (`B = 0`): this is the pretrained model's score.
+        let top1 = self.top1()?;
+        self.before.set(Some(top1));
+        Ok(Some(top1))
+    }
+
+    fn write_outputs(&mut self, out: &Path) -> Result<Vec<PathBuf>, TrainError> {
+        let path = out.join(ADAPTERS_FILE);
+        lora::save_adapters(&path, &mut self.embedder.encoder.bert)?;
+        Ok(vec![path])
+    }
+
+    fn finish(&self) -> Result<(), TrainError> {
+        if let (Some(before), Some(after)) = (self.before.get(), self.after.get()) {
+            println!(
+                "held-out top-1 retrieval ({} typos among {} words): pretrained {before:.2}%, fine-tuned {after:.2}% \
+                 ({:+.2} points)",
+                self.queries.len(),
+                self.words.heldout.len(),
+                after - before
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contrastive_loss_is_the_cross_entropy_of_scaled_cosines_against_the_diagonal() {
+        // q = [(1, 0), (0, 2)], d = [(1, 1), (0, 3)]: cosines [[1/√2, 0], [1/√2, 1]].
+        let q = Tensor::from_vec(vec![1.0, 0.0, 0.0, 2.0], &[2, 2]).unwrap();
+        let d = Tensor::from_vec(vec![1.0, 1.0, 0.0, 3.0], &[2, 2]).unwrap();
+        let s = std::f64::consts::FRAC_1_SQRT_2;
+        let scale = 2.0;
+        let ce = |row: [f64; 2], label: usize| {
+            let lse = ((row[0] * scale).exp() + (row[1] * scale).exp()).ln();
+            lse - row[label] * scale
+        };
+        let rows = (ce([s, 0.0], 0) + ce([s, 1.0], 1)) / 2.0;
+        let cols = (ce([s, s], 0) + ce([0.0, 1.0], 1)) / 2.0;
+        let one_way = in_batch_contrastive(&q, &d, scale as f32, false).unwrap().item().unwrap() as f64;
+        assert!((one_way - rows).abs() < 1e-5, "{one_way} vs {rows}");
+        let both = in_batch_contrastive(&q, &d, scale as f32, true).unwrap().item().unwrap() as f64;
+        assert!((both - (rows + cols) / 2.0).abs() < 1e-5, "{both} vs {}", (rows + cols) / 2.0);
+        let bad = Tensor::zeros(&[3, 2]).unwrap();
+        assert!(in_batch_contrastive(&q, &bad, 1.0, false).is_err());
+    }
+
+    #[test]
+    fn the_contrastive_loss_trains_only_what_has_a_gradient() {
+        let q = Tensor::from_vec(vec![0.3, -0.2, 0.5, 0.1, 0.9, -0.4], &[3, 2]).unwrap().into_variable();
+        let d = Tensor::from_vec(vec![0.2, 0.1, -0.3, 0.8, 0.4, 0.4], &[3, 2]).unwrap();
+        let loss = in_batch_contrastive(&q, &d, 20.0, false).unwrap();
+        loss.backward().unwrap();
+        assert_eq!(q.grad().unwrap().shape(), &[3, 2]);
+        assert!(d.grad().is_none());
+        let report = forgia::gradcheck(
+            |x| in_batch_contrastive(&x[0], &d, 5.0, true),
+            &[q.detach().into_variable()],
+            forgia::GradcheckOptions::default(),
+        )
+        .unwrap();
+        assert!(report.passed(), "{:?}", report.first_mismatch);
+    }
+
+    #[test]
+    fn top1_counts_rows_whose_best_column_is_the_diagonal() {
+        let scores = [0.9, 0.1, 0.0, 0.5, 0.2, 0.1, 0.3, 0.3, 0.3];
+        // Row 0: best 0 (hit); row 1: best 0 (miss); row 2: a tie goes to the first (miss).
+        assert!((top1_percent(&scores, 3) - 100.0 / 3.0).abs() < 1e-9);
+        assert_eq!(top1_percent(&[], 0), 0.0);
+    }
+}
