@@ -10,7 +10,8 @@
 //! * Loss: in-batch contrastive (sentence-transformers' `MultipleNegativesRankingLoss`): the
 //!   cosine similarities of the batch's typos against its correct words, times [`SCALE`],
 //!   cross-entropy against the diagonal (each typo's own word is its class; the batch's other
-//!   words are the negatives).
+//!   words are the negatives, and with [`HARD_NEGATIVES`] each word's alphabetical neighbour,
+//!   usually a word of the same stem, is one more).
 //! * Metric: top-1 retrieval on the held-out words: the query is a fixed typo of each held-out
 //!   word, the candidates are all [`typos::HELDOUT`] held-out words; a query scores when its
 //!   most similar candidate is its word. Measured before training (the pretrained model) and
@@ -45,6 +46,9 @@ pub(crate) const ALPHA: f32 = 16.0;
 /// which sentence embeddings do not use).
 pub(crate) const TARGETS: [&str; 6] =
     ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"];
+/// Whether each step adds every word's alphabetical neighbour as an extra negative of every
+/// typo in the batch (sentence-transformers' triplets with hard negatives).
+pub(crate) const HARD_NEGATIVES: bool = true;
 /// The similarity scale of the contrastive loss (sentence-transformers' default, 20).
 pub(crate) const SCALE: f32 = 20.0;
 /// Words per forward pass during evaluation.
@@ -98,15 +102,35 @@ fn normalize_rows(x: &Tensor) -> forgia::Result<Tensor> {
     x.div(&x.square().sum(1, true)?.sqrt().clamp(1e-12, f32::INFINITY)?)
 }
 
+/// For each word, the index of the word after it in alphabetical order (case ignored; the one
+/// before it for the last word; itself when it is the only one).
+pub(crate) fn neighbours(words: &[String]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..words.len()).collect();
+    order.sort_by_cached_key(|&i| (words[i].to_lowercase(), i));
+    let mut out = vec![0; words.len()];
+    for (r, &i) in order.iter().enumerate() {
+        out[i] = if r + 1 < order.len() { order[r + 1] } else { order[r.saturating_sub(1)] };
+    }
+    out
+}
+
 /// The in-batch contrastive loss of queries `q [B, H]` against their positives `d [B, H]`
 /// (`MultipleNegativesRankingLoss`): `S = scale · cos(q_i, d_j)`, the mean cross-entropy of
 /// each row of `S` against its diagonal; `symmetric` averages it with the same of `Sᵀ` (each
-/// positive retrieving its query). Backward: that of the ops it is built from.
+/// positive retrieving its query). `d` may hold more rows than `q` (`[B + M, H]`, one-way
+/// only): rows past `B` are extra negatives of every query (hard negatives). Backward: that of
+/// the ops it is built from.
 ///
 /// # Errors
-/// `ShapeMismatch` when `q` and `d` are not the same `[B, H]`.
+/// `ShapeMismatch` when `d` is neither `q`'s `[B, H]` nor, one-way, a `[B + M, H]`.
 pub(crate) fn in_batch_contrastive(q: &Tensor, d: &Tensor, scale: f32, symmetric: bool) -> forgia::Result<Tensor> {
-    if q.shape() != d.shape() || q.shape().len() != 2 {
+    // One-way, `d` may carry extra negatives after its `B` positives.
+    let extra = !symmetric
+        && q.shape().len() == 2
+        && d.shape().len() == 2
+        && q.shape()[1] == d.shape()[1]
+        && d.shape()[0] > q.shape()[0];
+    if (q.shape() != d.shape() && !extra) || q.shape().len() != 2 {
         return Err(forgia::Error::from(forgia::ErrorKind::ShapeMismatch {
             op: "in_batch_contrastive",
             lhs: q.shape().to_vec(),
@@ -150,6 +174,9 @@ pub(super) struct TyposJob {
     train: Vec<usize>,
     /// One fixed typo of each held-out word.
     queries: Vec<String>,
+    /// Each training word's hard negative: the next training word in alphabetical order (the
+    /// previous one for the last), which usually shares its stem (`abandon`, `abandoned`).
+    neighbour: Vec<usize>,
     adapted: usize,
     settings: Settings,
     /// The metric before training and after the latest epoch, for the closing line.
@@ -171,12 +198,14 @@ impl TyposJob {
         lora::freeze_base(&mut embedder.encoder.bert);
         let train = subset(words.train.len(), settings.limit);
         let queries = typos::eval_queries(&words);
+        let neighbour = neighbours(&words.train);
         Ok(TyposJob {
             embedder,
             dir,
             words,
             train,
             queries,
+            neighbour,
             adapted,
             settings: settings.clone(),
             before: Cell::new(None),
@@ -280,10 +309,13 @@ impl Job for TyposJob {
             })
             .collect();
         texts.extend(batch.iter().map(|&i| self.words.train[i].clone()));
-        // One forward pass for the typos and their words together.
+        if HARD_NEGATIVES {
+            texts.extend(batch.iter().map(|&i| self.words.train[self.neighbour[i]].clone()));
+        }
+        // One forward pass for the typos, their words and the negatives together.
         let e = self.embed(&texts)?;
         let n = batch.len();
-        let loss = in_batch_contrastive(&e.narrow(0, 0, n)?, &e.narrow(0, n, n)?, SCALE, false)?;
+        let loss = in_batch_contrastive(&e.narrow(0, 0, n)?, &e.narrow(0, n, texts.len() - n)?, SCALE, false)?;
         Ok(StepOut { loss, correct: None })
     }
 
@@ -341,8 +373,28 @@ mod tests {
         assert!((one_way - rows).abs() < 1e-5, "{one_way} vs {rows}");
         let both = in_batch_contrastive(&q, &d, scale as f32, true).unwrap().item().unwrap() as f64;
         assert!((both - (rows + cols) / 2.0).abs() < 1e-5, "{both} vs {}", (rows + cols) / 2.0);
-        let bad = Tensor::zeros(&[3, 2]).unwrap();
-        assert!(in_batch_contrastive(&q, &bad, 1.0, false).is_err());
+        for (bad, symmetric) in [([2, 3], false), ([1, 2], false), ([3, 2], true)] {
+            let bad = Tensor::zeros(&bad).unwrap();
+            assert!(in_batch_contrastive(&q, &bad, 1.0, symmetric).is_err(), "{:?}", bad.shape());
+        }
+        // An extra row of d, (1, 0), is one more negative of both queries.
+        let with_negative = Tensor::from_vec(vec![1.0, 1.0, 0.0, 3.0, 1.0, 0.0], &[3, 2]).unwrap();
+        let ce3 = |row: [f64; 3], label: usize| {
+            let lse = row.iter().map(|v| (v * scale).exp()).sum::<f64>().ln();
+            lse - row[label] * scale
+        };
+        let rows3 = (ce3([s, 0.0, 1.0], 0) + ce3([s, 1.0, 0.0], 1)) / 2.0;
+        let got = in_batch_contrastive(&q, &with_negative, scale as f32, false).unwrap().item().unwrap() as f64;
+        assert!((got - rows3).abs() < 1e-5, "{got} vs {rows3}");
+    }
+
+    #[test]
+    fn each_words_hard_negative_is_its_alphabetical_neighbour() {
+        let words: Vec<String> = ["cat", "Abandoned", "abandon", "zebra"].iter().map(|w| w.to_string()).collect();
+        // Sorted: abandon (2), Abandoned (1), cat (0), zebra (3).
+        assert_eq!(neighbours(&words), vec![3, 0, 1, 0]);
+        assert_eq!(neighbours(&["one".to_string()]), vec![0]);
+        assert!(neighbours(&[]).is_empty());
     }
 
     #[test]
