@@ -138,3 +138,24 @@ pub(crate) fn shuffled_batches(samples: &[usize], batch_size: usize, seed: u64, 
     Rng::new(seed ^ (epoch + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)).shuffle(&mut order);
     order.chunks(batch_size.max(1)).map(<[usize]>::to_vec).collect()
 }
+
+/// Epoch `epoch` of a job whose epochs are a fixed number of `steps`: passes over the
+/// shuffled `samples` ([`shuffled_batches`], one seeded order per pass) continued across
+/// epochs, so that an epoch may end inside a pass and the next one picks up where it stopped.
+pub(crate) fn fixed_step_epoch(
+    samples: &[usize],
+    batch_size: usize,
+    seed: u64,
+    steps: usize,
+    epoch: u64,
+) -> Vec<Vec<usize>> {
+    let per_pass = samples.len().div_ceil(batch_size.max(1)).max(1);
+    let first = epoch as usize * steps;
+    let mut plan = Vec::with_capacity(steps);
+    while plan.len() < steps {
+        let step = first + plan.len();
+        let pass = shuffled_batches(samples, batch_size, seed, (step / per_pass) as u64);
+        plan.extend(pass.into_iter().skip(step % per_pass).take(steps - plan.len()));
+    }
+    plan
+}

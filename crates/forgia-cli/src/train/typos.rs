@@ -27,7 +27,7 @@ use forgia::nn::Module;
 use forgia::optim::{AdamConfig, AdamW, Optimizer};
 use forgia::{Indices, Rng, Tensor};
 
-use super::job::{shuffled_batches, subset};
+use super::job::{fixed_step_epoch, subset};
 use super::{Job, Metric, Settings, StepOut, TrainArgs, TrainError};
 use crate::data::typos::{self, TypoWords};
 use crate::embed::Embedder;
@@ -285,18 +285,7 @@ impl Job for TyposJob {
     }
 
     fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
-        // Passes over the (shuffled) words, continued across epochs, cut into epochs of equal steps.
-        let per_pass = self.train.len().div_ceil(self.settings.batch_size).max(1);
-        let steps = self.steps_per_epoch();
-        let first = epoch as usize * steps;
-        let mut plan = Vec::with_capacity(steps);
-        while plan.len() < steps {
-            let step = first + plan.len();
-            let pass =
-                shuffled_batches(&self.train, self.settings.batch_size, self.settings.seed, (step / per_pass) as u64);
-            plan.extend(pass.into_iter().skip(step % per_pass).take(steps - plan.len()));
-        }
-        plan
+        fixed_step_epoch(&self.train, self.settings.batch_size, self.settings.seed, self.steps_per_epoch(), epoch)
     }
 
     fn train_step(&self, batch: &[usize], step: u64) -> Result<StepOut, TrainError> {

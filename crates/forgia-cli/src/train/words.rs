@@ -8,7 +8,7 @@ use forgia::optim::{AdamConfig, AdamW, Optimizer};
 use forgia::{Indices, Rng, Tensor};
 
 use super::charlm::{CharTransformer, Config, Sampling};
-use super::job::{shuffled_batches, subset};
+use super::job::{fixed_step_epoch, subset};
 use super::saved::SavedRun;
 use super::{Job, Metric, Settings, StepOut, TrainError};
 use crate::data::words::{self, Vocab, Words, BOUNDARY_INDEX, MAX_LEN};
@@ -151,18 +151,7 @@ impl Job for WordsJob {
     }
 
     fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
-        // Passes over the (shuffled) list, continued across epochs, cut into epochs of equal steps.
-        let per_pass = self.train.len().div_ceil(self.settings.batch_size).max(1);
-        let steps = self.steps_per_epoch();
-        let first = epoch as usize * steps;
-        let mut plan = Vec::with_capacity(steps);
-        while plan.len() < steps {
-            let step = first + plan.len();
-            let pass =
-                shuffled_batches(&self.train, self.settings.batch_size, self.settings.seed, (step / per_pass) as u64);
-            plan.extend(pass.into_iter().skip(step % per_pass).take(steps - plan.len()));
-        }
-        plan
+        fixed_step_epoch(&self.train, self.settings.batch_size, self.settings.seed, self.steps_per_epoch(), epoch)
     }
 
     fn train_step(&self, batch: &[usize], _step: u64) -> Result<StepOut, TrainError> {
