@@ -100,7 +100,7 @@ fn buckets_start_their_allreduce_before_the_pass_ends() {
         let x = Tensor::ones(&[8, common::FEATURES]).unwrap();
         // A slow first layer's backward (its input gradient is not needed, but the weight's
         // is), so the pass visibly goes on after l2's gradients are final.
-        let h = forgia::custom_op(Slow, &[&model.l1.forward(&x).unwrap()]).unwrap();
+        let h = forgia::custom_op(common::Slow(Duration::from_millis(200)), &[&model.l1.forward(&x).unwrap()]).unwrap();
         let loss = model.l2.forward(&h.tanh()).unwrap().sum_all();
         loss.backward().unwrap();
         let pass_end = Instant::now();
@@ -113,22 +113,6 @@ fn buckets_start_their_allreduce_before_the_pass_ends() {
         assert!(started.at < pass_end, "the first allreduce started after the pass ended");
         assert!(launches.iter().all(|l| l.from_hook), "every bucket was final during the pass");
     });
-}
-
-/// The identity, with a backward that takes a while.
-struct Slow;
-
-impl forgia::CustomOp for Slow {
-    fn name(&self) -> &'static str {
-        "slow"
-    }
-    fn forward(&self, xs: &[Tensor]) -> forgia::Result<Tensor> {
-        Ok(xs[0].scale(1.0))
-    }
-    fn backward(&self, _: &[Tensor], _: &Tensor, gy: &Tensor, _: &[bool]) -> forgia::Result<Vec<Option<Tensor>>> {
-        std::thread::sleep(Duration::from_millis(200));
-        Ok(vec![Some(gy.clone())])
-    }
 }
 
 #[test]

@@ -104,7 +104,11 @@ fn overlap(comm: Arc<Comm>) -> Result<(), String> {
     let ddp = DistributedDataParallel::new(comm.clone(), &mut model, DdpOptions::with_bucket_cap(4))
         .map_err(|e| e.to_string())?;
     let x = Tensor::ones(&[8, common::FEATURES]).map_err(|e| e.to_string())?;
-    let h = forgia::custom_op(Slow, &[&model.l1.forward(&x).map_err(|e| e.to_string())?]).map_err(|e| e.to_string())?;
+    let h = forgia::custom_op(
+        common::Slow(Duration::from_millis(300)),
+        &[&model.l1.forward(&x).map_err(|e| e.to_string())?],
+    )
+    .map_err(|e| e.to_string())?;
     let loss = model.l2.forward(&h.tanh()).map_err(|e| e.to_string())?.sum_all();
     loss.backward().map_err(|e| e.to_string())?;
     let pass_end = Instant::now();
@@ -116,22 +120,6 @@ fn overlap(comm: Arc<Comm>) -> Result<(), String> {
     }
     println!("rank {}: bucket 0 started {:?} before the pass ended", comm.rank(), pass_end - started.at);
     Ok(())
-}
-
-/// The identity, with a slow backward.
-struct Slow;
-
-impl forgia::CustomOp for Slow {
-    fn name(&self) -> &'static str {
-        "slow"
-    }
-    fn forward(&self, xs: &[Tensor]) -> forgia::Result<Tensor> {
-        Ok(xs[0].scale(1.0))
-    }
-    fn backward(&self, _: &[Tensor], _: &Tensor, gy: &Tensor, _: &[bool]) -> forgia::Result<Vec<Option<Tensor>>> {
-        std::thread::sleep(Duration::from_millis(300));
-        Ok(vec![Some(gy.clone())])
-    }
 }
 
 /// Steps of training on every rank; rank 1 dies by SIGKILL at step 3, the others go on.

@@ -129,3 +129,20 @@ pub fn assert_close<T: Into<f64> + Copy>(what: &str, a: &[T], b: &[T], rel: f64)
         assert!((x - y).abs() <= rel * x.abs().max(y.abs()) + 1e-7, "{what}[{i}]: {x} vs {y}");
     }
 }
+
+/// The identity, with a backward that sleeps for the given time (so that a pass visibly goes
+/// on after the gradients below it are final).
+pub struct Slow(pub std::time::Duration);
+
+impl forgia::CustomOp for Slow {
+    fn name(&self) -> &'static str {
+        "slow"
+    }
+    fn forward(&self, xs: &[Tensor]) -> forgia::Result<Tensor> {
+        Ok(xs[0].scale(1.0))
+    }
+    fn backward(&self, _: &[Tensor], _: &Tensor, gy: &Tensor, _: &[bool]) -> forgia::Result<Vec<Option<Tensor>>> {
+        std::thread::sleep(self.0);
+        Ok(vec![Some(gy.clone())])
+    }
+}
