@@ -34,7 +34,7 @@ fn assert_close(got: &[f32], want: &[f64], k: usize, what: &str) {
 #[test]
 fn a_transposed_product_with_a_long_inner_dimension_matches_f64() {
     // gyᵀ · x with odd sizes: parts of unequal length, outputs that fill no vector tile.
-    for &(m, n, k) in &[(33, 17, 2053), (128, 128, 2048), (65, 128, 2048)] {
+    for &(m, n, k) in &[(33, 17, 4133), (128, 128, 2048), (65, 128, 4100)] {
         let gy = lcg(k * m, 1, 1.0);
         let x = lcg(k * n, 2, 1.0);
         let gyt: Vec<f32> = (0..m * k).map(|i| gy[(i % k) * m + i / k]).collect();
@@ -47,7 +47,7 @@ fn a_transposed_product_with_a_long_inner_dimension_matches_f64() {
 
 #[test]
 fn strided_and_batched_operands_with_a_long_inner_dimension_match_f64() {
-    let (m, n, k) = (20, 24, 1500);
+    let (m, n, k) = (20, 24, 4500);
     // Columns 3 .. 3 + k of a [m, k + 7] matrix: a view with row stride k + 7 and an offset.
     let wide = lcg(m * (k + 7), 3, 1.0);
     let a: Vec<f32> = (0..m * k).map(|i| wide[(i / k) * (k + 7) + 3 + i % k]).collect();
@@ -68,10 +68,10 @@ fn strided_and_batched_operands_with_a_long_inner_dimension_match_f64() {
     assert_eq!(empty.to_vec(), vec![0.0; m * n]);
 }
 
-/// `linear` over 2048 rows, whose weight gradient `gyᵀ · x` is split; the gradients of one
+/// `linear` over 4608 rows, whose weight gradient `gyᵀ · x` is split; the gradients of one
 /// pass with the pool and one with the serial option.
 fn linear_grads(serial: bool) -> Vec<Vec<f32>> {
-    let (rows, d_in, d_out) = (2048, 96, 80);
+    let (rows, d_in, d_out) = (4608, 96, 80);
     let x = Tensor::from_vec(lcg(rows * d_in, 6, 1.0), &[rows, d_in]).unwrap();
     let w = Tensor::variable(lcg(d_out * d_in, 7, 0.1), &[d_out, d_in]).unwrap();
     let b = Tensor::variable(lcg(d_out, 8, 0.1), &[d_out]).unwrap();
@@ -87,7 +87,7 @@ fn a_split_weight_gradient_is_the_same_bits_serially_and_on_the_pool() {
     assert_eq!(pooled[0], serial[0], "weight gradient");
     assert_eq!(pooled[1], serial[1], "bias gradient");
     // And it is the product gyᵀ · x it should be.
-    let (rows, d_in, d_out) = (2048, 96, 80);
+    let (rows, d_in, d_out) = (4608, 96, 80);
     let x = &pooled[2];
     let w = lcg(d_out * d_in, 7, 0.1);
     let b = lcg(d_out, 8, 0.1);
