@@ -5,6 +5,7 @@
 //! finish within the timeout is an error, never a hang. Without MPI (the default build, or a
 //! job started without `mpirun`) the group is this one process.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -46,8 +47,11 @@ pub(crate) trait Backend {
     fn rank(&self) -> usize;
     /// The number of ranks.
     fn size(&self) -> usize;
-    /// Runs one collective (blocking).
-    fn run(&mut self, op: Op) -> Reply;
+    /// Runs one collective (blocking). While `waiting` is above zero some thread of this
+    /// process is blocked on a collective's result (this one or a later one): a backend that
+    /// paces its polling to leave the cores to the backward pass should then poll at full
+    /// speed, as nothing else is left to overlap.
+    fn run(&mut self, op: Op, waiting: &AtomicUsize) -> Reply;
 }
 
 /// When a collective started on the communication thread, for tests and tracing.
@@ -75,6 +79,8 @@ enum Inner {
         requests: Mutex<Option<Sender<Request>>>,
         next: Mutex<u64>,
         started: Arc<Mutex<Vec<Started>>>,
+        /// How many threads are blocked in [`Pending::wait`] (see [`Backend::run`]).
+        waiting: Arc<AtomicUsize>,
         thread: Option<JoinHandle<()>>,
         abort: fn(i32, &str) -> !,
     },
@@ -86,6 +92,28 @@ pub(crate) struct Pending {
     reply: Option<Receiver<Reply>>,
     local: Option<Reply>,
     timeout: Duration,
+    /// The group's count of blocked waiters (absent for the one-process group).
+    waiting: Option<Arc<AtomicUsize>>,
+}
+
+/// Counts a thread as waiting for as long as it lives.
+struct Waiter<'a>(Option<&'a AtomicUsize>);
+
+impl<'a> Waiter<'a> {
+    fn new(count: Option<&'a AtomicUsize>) -> Self {
+        if let Some(c) = count {
+            c.fetch_add(1, Ordering::AcqRel);
+        }
+        Waiter(count)
+    }
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.0 {
+            c.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 impl Pending {
@@ -99,6 +127,7 @@ impl Pending {
             return Ok(r);
         }
         let rx = self.reply.expect("a pending collective has a reply channel or a local result");
+        let _waiter = Waiter::new(self.waiting.as_deref());
         match rx.recv_timeout(self.timeout) {
             Ok(Reply::Failed) => Err(DistError::Disconnected { what: self.what }),
             Ok(r) => Ok(r),
@@ -127,6 +156,8 @@ impl Comm {
         let (ready_tx, ready_rx) = mpsc::channel::<std::result::Result<(usize, usize), DistError>>();
         let started = Arc::new(Mutex::new(Vec::new()));
         let log = started.clone();
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let waiters = waiting.clone();
         let thread = std::thread::Builder::new()
             .name("forgia-comm".into())
             .spawn(move || {
@@ -142,7 +173,7 @@ impl Comm {
                 // collectives in the same order, which is what MPI requires.
                 for req in rx {
                     log.lock().unwrap_or_else(|p| p.into_inner()).push(Started { id: req.id, at: Instant::now() });
-                    let reply = backend.run(req.op);
+                    let reply = backend.run(req.op, &waiters);
                     let _ = req.reply.send(reply);
                 }
                 // The backend (MPI) is finalized here, on the thread that initialized it.
@@ -161,6 +192,7 @@ impl Comm {
                 requests: Mutex::new(Some(tx)),
                 next: Mutex::new(0),
                 started,
+                waiting,
                 thread: Some(thread),
                 abort,
             },
@@ -211,9 +243,9 @@ impl Comm {
                     Op::SumF32(d) | Op::Broadcast(d, _) => Reply::F32(d),
                     Op::SumF64(d) => Reply::F64(d),
                 };
-                Ok((0, Pending { what, reply: None, local: Some(reply), timeout }))
+                Ok((0, Pending { what, reply: None, local: Some(reply), timeout, waiting: None }))
             }
-            Inner::Thread { requests, next, .. } => {
+            Inner::Thread { requests, next, waiting, .. } => {
                 let (reply_tx, reply_rx) = mpsc::channel();
                 // One lock over numbering and sending, so ids follow the sending order.
                 let mut id = next.lock().unwrap_or_else(|p| p.into_inner());
@@ -222,7 +254,8 @@ impl Comm {
                 tx.send(Request { id: *id, op, reply: reply_tx }).map_err(|_| DistError::Disconnected { what })?;
                 let this = *id;
                 *id += 1;
-                Ok((this, Pending { what, reply: Some(reply_rx), local: None, timeout }))
+                let waiting = Some(waiting.clone());
+                Ok((this, Pending { what, reply: Some(reply_rx), local: None, timeout, waiting }))
             }
         }
     }

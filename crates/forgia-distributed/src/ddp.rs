@@ -294,20 +294,21 @@ impl DistributedDataParallel {
         drop(step);
         let ranks = self.shared.comm.size() as f32;
         for (b, pending) in inflight {
-            let Reply::F32(sum) = pending.wait()? else { unreachable!("a gradient sum replies in f32") };
+            let Reply::F32(mut values) = pending.wait()? else { unreachable!("a gradient sum replies in f32") };
             let members = &self.shared.plan.buckets[b];
-            let (values, flags) = sum.split_at(sum.len() - members.len());
-            let mut offset = 0;
+            let flags = values.split_off(values.len() - members.len());
+            // The averaged bucket is the storage of its parameters' gradients, each one a view
+            // of it (PyTorch's `gradient_as_bucket_view`): no copy and no fresh buffer per
+            // parameter after the allreduce.
+            values.iter_mut().for_each(|v| *v /= ranks);
+            let len = values.len();
             let _guard = no_grad();
-            for (&i, &flag) in members.iter().zip(flags) {
+            let bucket = Tensor::from_vec(values, &[len])?;
+            let mut offset = 0;
+            for (&i, &flag) in members.iter().zip(&flags) {
                 let shape = &self.shared.plan.shapes[i];
                 let n: usize = shape.iter().product();
-                let avg = if flag > 0.0 {
-                    let mean: Vec<f32> = values[offset..offset + n].iter().map(|v| v / ranks).collect();
-                    Some(Tensor::from_vec(mean, shape)?)
-                } else {
-                    None
-                };
+                let avg = if flag > 0.0 { Some(bucket.narrow(0, offset, n)?.reshape(shape)?) } else { None };
                 self.params[i].assign_grad(avg.as_ref())?;
                 offset += n;
             }

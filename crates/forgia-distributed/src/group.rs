@@ -69,7 +69,7 @@ impl Backend for Member {
         self.meeting.size
     }
 
-    fn run(&mut self, op: Op) -> Reply {
+    fn run(&mut self, op: Op, _waiting: &std::sync::atomic::AtomicUsize) -> Reply {
         let m = &self.meeting;
         let seq = self.seq;
         self.seq += 1;

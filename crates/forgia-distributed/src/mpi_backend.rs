@@ -4,8 +4,13 @@
 //! Each collective is started non-blocking and then polled with a growing pause between
 //! tests ([`poll`]): Open MPI's blocking calls spin at full speed while they wait for the
 //! other ranks, and during backward that spinning thread takes a core away from the pass
-//! that the allreduce is meant to overlap.
+//! that the allreduce is meant to overlap. Once a thread of the process waits for a result
+//! (`DistributedDataParallel::finish` after the pass), the polling runs without pauses:
+//! a non-blocking allreduce moves only when it is tested (Open MPI's shared-memory
+//! transport sends a large buffer in fragments, each needing a test), so paced polling there
+//! made W10's exposed last bucket take 15–22 ms.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mpi::request::{Request, Scope};
@@ -23,8 +28,9 @@ const LONGEST_PAUSE: Duration = Duration::from_micros(500);
 const SPIN: Duration = Duration::from_micros(50);
 
 /// Waits for `request` by testing it (each test also progresses MPI's transfers), spinning
-/// for [`SPIN`], then sleeping between tests, the pause doubling up to [`LONGEST_PAUSE`].
-fn poll<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>) {
+/// for [`SPIN`] or while `waiting` is above zero, else sleeping between tests, the pause
+/// doubling up to [`LONGEST_PAUSE`].
+fn poll<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>, waiting: &AtomicUsize) {
     let start = Instant::now();
     let mut pause = FIRST_PAUSE;
     loop {
@@ -32,7 +38,7 @@ fn poll<'a, D: ?Sized, S: Scope<'a>>(mut request: Request<'a, D, S>) {
             Ok(_) => return,
             Err(r) => request = r,
         }
-        if start.elapsed() < SPIN {
+        if start.elapsed() < SPIN || waiting.load(Ordering::Acquire) > 0 {
             std::hint::spin_loop();
         } else {
             std::thread::sleep(pause);
@@ -45,9 +51,38 @@ use crate::comm::{Backend, Comm, Op, Reply};
 use crate::error::{DistError, Result};
 
 struct Mpi {
+    world: SimpleCommunicator,
+    /// The send buffers of the last f32 collectives, the receive buffers of the next ones
+    /// that fit: buffers whose pages are already resident, where a fresh one of a few
+    /// megabytes is faulted in (and zeroed by the kernel) page by page. At most [`SPARES`].
+    spares: Vec<Vec<f32>>,
     // Dropped last: finalizes MPI.
     _universe: Universe,
-    world: SimpleCommunicator,
+}
+
+/// The most send buffers kept for reuse (a step's gradient buckets are a handful).
+const SPARES: usize = 8;
+
+impl Mpi {
+    /// A receive buffer of `len` floats: the smallest spare one that is large enough.
+    fn receive_buffer(&mut self, len: usize) -> Vec<f32> {
+        let fit = (0..self.spares.len())
+            .filter(|&i| self.spares[i].capacity() >= len)
+            .min_by_key(|&i| self.spares[i].capacity());
+        let mut recv = fit.map_or_else(Vec::new, |i| self.spares.swap_remove(i));
+        recv.clear();
+        recv.resize(len, 0.0);
+        recv
+    }
+
+    /// Keeps a used send buffer for a later receive, dropping the smallest beyond [`SPARES`].
+    fn keep(&mut self, send: Vec<f32>) {
+        self.spares.push(send);
+        if self.spares.len() > SPARES {
+            let smallest = (0..self.spares.len()).min_by_key(|&i| self.spares[i].capacity()).unwrap_or(0);
+            self.spares.swap_remove(smallest);
+        }
+    }
 }
 
 impl Backend for Mpi {
@@ -59,25 +94,32 @@ impl Backend for Mpi {
         self.world.size() as usize
     }
 
-    fn run(&mut self, op: Op) -> Reply {
+    fn run(&mut self, op: Op, waiting: &AtomicUsize) -> Reply {
         match op {
             Op::SumF32(send) => {
-                let mut recv = vec![0.0f32; send.len()];
+                let mut recv = self.receive_buffer(send.len());
                 mpi::request::scope(|s| {
-                    poll(self.world.immediate_all_reduce_into(s, &send[..], &mut recv[..], SystemOperation::sum()))
+                    poll(
+                        self.world.immediate_all_reduce_into(s, &send[..], &mut recv[..], SystemOperation::sum()),
+                        waiting,
+                    )
                 });
+                self.keep(send);
                 Reply::F32(recv)
             }
             Op::SumF64(send) => {
                 let mut recv = vec![0.0f64; send.len()];
                 mpi::request::scope(|s| {
-                    poll(self.world.immediate_all_reduce_into(s, &send[..], &mut recv[..], SystemOperation::sum()))
+                    poll(
+                        self.world.immediate_all_reduce_into(s, &send[..], &mut recv[..], SystemOperation::sum()),
+                        waiting,
+                    )
                 });
                 Reply::F64(recv)
             }
             Op::Broadcast(mut data, root) => {
                 let root = self.world.process_at_rank(root as i32);
-                mpi::request::scope(|s| poll(root.immediate_broadcast_into(s, &mut data[..])));
+                mpi::request::scope(|s| poll(root.immediate_broadcast_into(s, &mut data[..]), waiting));
                 Reply::F32(data)
             }
         }
@@ -111,7 +153,7 @@ impl Comm {
                     return Err(DistError::Init(format!("MPI provides only {provided:?} threading")));
                 }
                 let world = universe.world();
-                Ok(Mpi { _universe: universe, world })
+                Ok(Mpi { world, spares: Vec::new(), _universe: universe })
             },
             timeout,
             abort,
