@@ -180,7 +180,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Reads every tensor of a safetensors file, sorted by name. Float entries of any precision
 /// (F16, BF16, F32, F64) are converted to f32; for files that also hold integer entries use
-/// [`load_entries`](super::load_entries).
+/// [`load_entries`].
 ///
 /// # Errors
 /// `Io` when the file cannot be read; `Checkpoint` when it is not a valid safetensors file

@@ -69,7 +69,7 @@ pub(crate) fn gemm(
     }
 }
 
-/// [`gemm`] on the calling thread, letting the crate split the output over `threads` threads of
+/// [`gemm()`] on the calling thread, letting the crate split the output over `threads` threads of
 /// the current rayon pool (the caller is on the library's pool when `threads > 1`).
 fn gemm_on(
     m: usize,
