@@ -28,7 +28,7 @@ results rounded to 9 significant digits. Deterministic (fixed seed).
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_attention.py [--out FILE]
 """
-import argparse
+import functools
 import json
 import math
 import os
@@ -37,26 +37,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from golden_common import GOLDEN, enc9, enc_f32, enc_ints, out_arg, sample_f32, write
+
 SEED = 20261201
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "attention.json")
+DEFAULT_OUT = os.path.join(GOLDEN, "attention.json")
 
 rng = np.random.default_rng(SEED)
-
-
-def f32(shape, scale=1.0):
-    a = (rng.standard_normal(shape) * scale).astype(np.float32)
-    return torch.tensor(a.astype(np.float64))
-
-
-def enc(t):
-    a = t.detach().numpy()
-    return {"shape": list(a.shape), "data": [float(str(np.float32(v))) for v in a.reshape(-1)]}
-
-
-def enc_out(t):
-    a = t.detach().numpy()
-    return {"shape": list(a.shape), "data": [float(f"{v:.9g}") for v in a.reshape(-1)]}
+f32 = functools.partial(sample_f32, rng)
 
 
 def alibi_slopes(heads):
@@ -73,9 +60,9 @@ def case(name, op, attrs, inputs, diff, fn):
     y = fn(*xs)
     cot = f32(tuple(y.shape))
     (y * cot).sum().backward()
-    grads = [enc_out(x.grad) if d else None for x, d in zip(xs, diff)]
-    return {"name": name, "op": op, "attrs": attrs, "inputs": [enc(x) for x in inputs],
-            "cotangent": enc(cot), "output": enc_out(y), "grads": grads}
+    grads = [enc9(x.grad) if d else None for x, d in zip(xs, diff)]
+    return {"name": name, "op": op, "attrs": attrs, "inputs": [enc_f32(x) for x in inputs],
+            "cotangent": enc_f32(cot), "output": enc9(y), "grads": grads}
 
 
 def window_mask(sq, sk, w, causal, offset=0):
@@ -216,7 +203,7 @@ def rope_cases():
             t = torch.tensor(ids, dtype=torch.float64)
             t = t[0] if len(ids) == 1 else t
             pos = t + offset
-            positions = {"shape": list(t.shape), "data": [int(v) for v in t.reshape(-1)]}
+            positions = enc_ints(t)
         attrs = {"base": 100.0, "offset": offset, "positions": positions, "interleaved": inter}
         out.append(case(name, "rope", attrs, [x], [True],
                         lambda x, pos=pos, inter=inter: rope_ref(x, 100.0, pos, inter)))
@@ -224,16 +211,11 @@ def rope_cases():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    args = ap.parse_args()
+    out = out_arg(DEFAULT_OUT)
     torch.set_default_dtype(torch.float64)
     cases = sdpa_cases() + sinks_cases() + masked_softmax_cases() + rope_cases()
     text = json.dumps({"generator": f"torch {torch.__version__}", "seed": SEED, "cases": cases})
-    assert len(text) < 200_000, len(text)
-    with open(args.out, "w") as f:
-        f.write(text + "\n")
-    print(f"{args.out}: {len(cases)} cases, {len(text)} bytes")
+    write(out, text, 200_000, f"{len(cases)} cases")
 
 
 if __name__ == "__main__":

@@ -13,33 +13,19 @@ convolutions (row by row), strided and grouped ones, a 1x1, batch 1 and odd size
 Format: as tools/reference/README.md describes (name, op, attrs, inputs, cotangent, output,
 grads). Run: /work/.venv-torch/bin/python tools/reference/generate_conv.py
 """
-import argparse
-import json
+import functools
 import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from golden_common import GOLDEN, cases_text, enc8, enc_f32, out_arg, sample_6g, write
+
 SEED = 20261218
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "conv.json")
+DEFAULT_OUT = os.path.join(GOLDEN, "conv.json")
 rng = np.random.default_rng(SEED)
-
-
-def f32(shape, scale=1.0):
-    """float32-representable values (6 significant digits) as a float64 tensor."""
-    a = rng.standard_normal(shape) * scale
-    a = np.array([float(f"{v:.6g}") for v in a.reshape(-1)], dtype=np.float32).reshape(shape)
-    return torch.tensor(a.astype(np.float64))
-
-
-def enc_in(t):
-    return {"shape": list(t.shape), "data": [float(str(np.float32(v))) for v in t.detach().reshape(-1).tolist()]}
-
-
-def enc(t):
-    return {"shape": list(t.shape), "data": [float(f"{v:.8g}") for v in t.detach().reshape(-1).tolist()]}
+f32 = functools.partial(sample_6g, rng)
 
 
 cases = []
@@ -53,8 +39,8 @@ def conv(name, x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, bias
     ct = f32(tuple(out.shape))
     grads = torch.autograd.grad(out, xs, ct)
     attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
-    cases.append({"name": name, "op": "conv2d", "attrs": attrs, "inputs": [enc_in(t) for t in inputs],
-                  "cotangent": enc_in(ct), "output": enc(out), "grads": [enc(g) for g in grads]})
+    cases.append({"name": name, "op": "conv2d", "attrs": attrs, "inputs": [enc_f32(t) for t in inputs],
+                  "cotangent": enc_f32(ct), "output": enc8(out), "grads": [enc8(g) for g in grads]})
 
 
 conv("c1_same_5x5", (2, 1, 9, 7), (3, 1, 5, 5), padding=2)
@@ -70,15 +56,8 @@ conv("c1_stride_2_same", (2, 1, 8, 8), (3, 1, 5, 5), stride=2, padding=2)
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--out", default=DEFAULT_OUT)
-    args = p.parse_args()
-    body = ",\n ".join(json.dumps(c, separators=(",", ":"), allow_nan=False) for c in cases)
-    text = f'{{"generator": "torch {torch.__version__}", "seed": {SEED}, "cases": [\n {body}\n]}}\n'
-    assert len(text) < 200_000, len(text)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(f"wrote {len(cases)} cases, {len(text)} bytes to {args.out}")
+    out = out_arg(DEFAULT_OUT)
+    write(out, cases_text(SEED, cases), 200_000, f"{len(cases)} cases")
 
 
 if __name__ == "__main__":

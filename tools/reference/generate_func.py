@@ -29,47 +29,27 @@ A + A^T. Outputs are written to 9 significant digits.
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_func.py [--out FILE]
 """
-import argparse
-import json
 import os
 
 import numpy as np
 import torch
 from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp
 
+from golden_common import GOLDEN, dump_lines, enc9, enc_f32, out_arg, sample_f32, write
+
 SEED = 20240620
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "func.json")
-
-
-def f32(rng, *shape, scale=1.0):
-    """float64 tensor holding float32-representable values."""
-    a = np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32).astype(np.float64)
-    return torch.tensor(a, dtype=torch.float64)
-
-
-def enc_input(t):
-    """A float32-valued tensor as its shortest float32 round-trip decimals."""
-    a = t.detach().numpy()
-    vals = [float(str(np.float32(v))) for v in a.reshape(-1)]
-    assert all(np.float32(np.float64(v)) == np.float32(x) for v, x in zip(vals, a.reshape(-1)))
-    return {"shape": list(a.shape), "data": vals}
-
-
-def enc(t):
-    a = t.detach().double().numpy()
-    return {"shape": list(a.shape), "data": [float(f"{v:.9g}") for v in a.reshape(-1)]}
+DEFAULT_OUT = os.path.join(GOLDEN, "func.json")
 
 
 def functions(rng):
     """(name, f(*inputs), inputs, constants) for the three functions."""
-    a = f32(rng, 3, 3)
-    quad_x = f32(rng, 3)
-    w = f32(rng, 2, 3, scale=0.7)
-    tanh_x = f32(rng, 3)
-    w1, b1 = f32(rng, 4, 3, scale=0.6), f32(rng, 4, scale=0.3)
-    w2, b2 = f32(rng, 2, 4, scale=0.6), f32(rng, 2, scale=0.3)
-    mlp_x = f32(rng, 3)
+    a = sample_f32(rng, (3, 3))
+    quad_x = sample_f32(rng, (3,))
+    w = sample_f32(rng, (2, 3), 0.7)
+    tanh_x = sample_f32(rng, (3,))
+    w1, b1 = sample_f32(rng, (4, 3), 0.6), sample_f32(rng, (4,), 0.3)
+    w2, b2 = sample_f32(rng, (2, 4), 0.6), sample_f32(rng, (2,), 0.3)
+    mlp_x = sample_f32(rng, (3,))
     return [
         ("quad", lambda x: x @ (a @ x), [quad_x], {"a": a}),
         ("tanh_wx", lambda x: torch.tanh(w @ x), [tanh_x], {"w": w}),
@@ -82,9 +62,9 @@ def case(rng, name, f, inputs, constants):
     argnums = tuple(range(n))
     y = f(*inputs)
     scalar = (lambda *xs: f(*xs)) if y.dim() == 0 else (lambda *xs: f(*xs).sum())
-    cot = f32(rng, *y.shape)
-    tangents = [f32(rng, *x.shape) for x in inputs]
-    vectors = [f32(rng, *x.shape) for x in inputs]
+    cot = sample_f32(rng, tuple(y.shape))
+    tangents = [sample_f32(rng, tuple(x.shape)) for x in inputs]
+    vectors = [sample_f32(rng, tuple(x.shape)) for x in inputs]
 
     jr = jacrev(f, argnums=argnums)(*inputs)
     jf = jacfwd(f, argnums=argnums)(*inputs)
@@ -113,37 +93,30 @@ def case(rng, name, f, inputs, constants):
 
     return {
         "name": name,
-        "inputs": [enc_input(x) for x in inputs],
-        "constants": {k: enc_input(v) for k, v in constants.items()},
-        "cotangent": enc_input(cot),
-        "tangents": [enc_input(t) for t in tangents],
-        "hvp_vectors": [enc_input(v) for v in vectors],
-        "output": enc(y),
-        "jacrev": [enc(t) for t in jr],
-        "jacfwd": [enc(t) for t in jf],
-        "vjp": [enc(t) for t in vj],
-        "jvp": enc(jt),
+        "inputs": [enc_f32(x) for x in inputs],
+        "constants": {k: enc_f32(v) for k, v in constants.items()},
+        "cotangent": enc_f32(cot),
+        "tangents": [enc_f32(t) for t in tangents],
+        "hvp_vectors": [enc_f32(v) for v in vectors],
+        "output": enc9(y),
+        "jacrev": [enc9(t) for t in jr],
+        "jacfwd": [enc9(t) for t in jf],
+        "vjp": [enc9(t) for t in vj],
+        "jvp": enc9(jt),
         "hessian_of": "f" if y.dim() == 0 else "sum(f)",
-        "hessian": [[enc(t) for t in row] for row in h],
-        "hvp": [enc(t) for t in hv],
+        "hessian": [[enc9(t) for t in row] for row in h],
+        "hvp": [enc9(t) for t in hv],
     }
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    args = ap.parse_args()
+    out = out_arg(DEFAULT_OUT)
     torch.manual_seed(SEED)  # nothing is drawn from torch; set for good measure
     rng = np.random.default_rng(SEED)
     cases = [case(rng, *fn) for fn in functions(rng)]
-    out = {"generator": f"torch {torch.__version__}", "script": "tools/reference/generate_func.py", "seed": SEED}
-    lines = [f" {json.dumps(k)}: {json.dumps(v)}" for k, v in out.items()]
-    body = ",\n  ".join(json.dumps(c, separators=(",", ":")) for c in cases)
-    text = "{\n" + ",\n".join(lines) + ',\n "cases": [\n  ' + body + "\n ]\n}"
-    assert len(text) < 50_000, len(text)
-    with open(args.out, "w") as f:
-        f.write(text + "\n")
-    print(f"wrote {args.out} ({len(text)} bytes, {len(cases)} cases)")
+    doc = {"generator": f"torch {torch.__version__}", "script": "tools/reference/generate_func.py", "seed": SEED,
+           "cases": cases}
+    write(out, dump_lines(doc), 50_000, f"{len(cases)} cases")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ significant digits; integer inputs and non-differentiated settings (labels, clas
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_layers_loss.py [--out FILE]
 """
-import argparse
 import json
 import os
 
@@ -19,14 +18,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from golden_common import GOLDEN, as_f32, enc8, enc_f32, enc_ints, out_arg, write
+
 SEED = 20261201
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "layers_loss.json")
+DEFAULT_OUT = os.path.join(GOLDEN, "layers_loss.json")
 RNG = np.random.default_rng(SEED)
 
 
 def f32(a):
-    return torch.tensor(np.asarray(a, dtype=np.float32).astype(np.float64), dtype=torch.float64)
+    return torch.tensor(as_f32(a), dtype=torch.float64)
 
 
 def normal(*shape, scale=1.0):
@@ -35,26 +35,6 @@ def normal(*shape, scale=1.0):
 
 def uniform(lo, hi, *shape):
     return f32(np.round(RNG.uniform(lo, hi, shape), 4))
-
-
-def enc_input(t):
-    a = t.detach().numpy()
-    return {"shape": list(a.shape), "data": [float(str(np.float32(v))) for v in a.reshape(-1)]}
-
-
-def enc(t):
-    a = t.detach().double().numpy()
-    return {"shape": list(a.shape), "data": [float(f"{v:.8g}") for v in a.reshape(-1)]}
-
-
-def ints(t):
-    a = np.asarray(t)
-    return {"shape": list(a.shape), "data": [int(v) for v in a.reshape(-1)]}
-
-
-def floats(t):
-    a = np.asarray(t, dtype=np.float32)
-    return {"shape": list(a.shape), "data": [float(str(np.float32(v))) for v in a.reshape(-1)]}
 
 
 CASES = []
@@ -66,9 +46,9 @@ def case(name, op, f, inputs, attrs=None, extra=None):
     out = f(*leaves)
     cot = normal(*out.shape)
     grads = torch.autograd.grad(out, leaves, cot, allow_unused=True)
-    c = {"name": name, "op": op, "attrs": attrs or {}, "inputs": [enc_input(x) for x in inputs],
-         "cotangent": enc_input(cot), "output": enc(out),
-         "grads": [None if g is None else enc(g) for g in grads]}
+    c = {"name": name, "op": op, "attrs": attrs or {}, "inputs": [enc_f32(x) for x in inputs],
+         "cotangent": enc_f32(cot), "output": enc8(out),
+         "grads": [None if g is None else enc8(g) for g in grads]}
     c.update(extra or {})
     CASES.append(c)
 
@@ -157,12 +137,12 @@ def losses():
         lab = torch.tensor(labels)
         case(name, "cross_entropy_weighted",
              lambda x: F.cross_entropy(x, lab, weight=wt, ignore_index=ign, label_smoothing=eps, reduction=red),
-             [normal(n, c)], {"labels": ints(labels), "weight": floats(w), "ignore_index": ign,
+             [normal(n, c)], {"labels": enc_ints(labels), "weight": enc_f32(w), "ignore_index": ign,
                               "label_smoothing": eps, "reduction": red})
     lab = torch.tensor(RNG.integers(0, 3, (2, 4)))
     case("ce_weighted_spatial", "cross_entropy_weighted",
          lambda x: F.cross_entropy(x, lab, weight=wt[:3], reduction="mean"), [normal(2, 3, 4)],
-         {"labels": ints(lab.numpy()), "weight": floats(w[:3]), "ignore_index": -100, "label_smoothing": 0.0,
+         {"labels": enc_ints(lab.numpy()), "weight": enc_f32(w[:3]), "ignore_index": -100, "label_smoothing": 0.0,
           "reduction": "mean"})
     for name, eps, red, weighted in [("ce_probs_mean", 0.0, "mean", False), ("ce_probs_smooth_sum", 0.1, "sum", False),
                                      ("ce_probs_weighted", 0.0, "mean", True), ("ce_probs_none", 0.2, "none", True)]:
@@ -170,7 +150,7 @@ def losses():
         case(name, "cross_entropy_probs",
              lambda x, t: F.cross_entropy(x, t, weight=wt if weighted else None, label_smoothing=eps, reduction=red),
              [normal(n, c), f32(probs.numpy())],
-             {"weight": floats(w) if weighted else None, "label_smoothing": eps, "reduction": red})
+             {"weight": enc_f32(w) if weighted else None, "label_smoothing": eps, "reduction": red})
     for red in ["mean", "sum", "none"]:
         case(f"l1_{red}", "l1_loss", lambda a, b: F.l1_loss(a, b, reduction=red), [normal(3, 4), normal(3, 4)], {"reduction": red})
     for name, beta, red in [("smooth_l1_mean", 1.0, "mean"), ("smooth_l1_beta", 0.5, "sum"), ("smooth_l1_zero_beta", 0.0, "none")]:
@@ -186,7 +166,7 @@ def losses():
         bw = uniform(0.5, 2.0, 4) if weighted else None
         case(name, "binary_cross_entropy",
              lambda p, t: F.binary_cross_entropy(p, t, weight=bw, reduction=red), [p, t],
-             {"reduction": red, "weight": floats(bw.numpy()) if weighted else None})
+             {"reduction": red, "weight": enc_f32(bw.numpy()) if weighted else None})
     edge_p, edge_t = f32([0.0, 1.0, 0.0, 1.0, 0.3]), f32([0.0, 1.0, 0.5, 0.25, 1.0])
     case("bce_clamped_log", "binary_cross_entropy", lambda p, t: F.binary_cross_entropy(p, t, reduction="none"),
          [edge_p, edge_t], {"reduction": "none", "weight": None},
@@ -199,7 +179,7 @@ def losses():
     for name, margin, red in [("cosine_embedding_mean", 0.0, "mean"), ("cosine_embedding_margin", 0.2, "sum"), ("cosine_embedding_none", -0.3, "none")]:
         case(name, "cosine_embedding_loss",
              lambda a, b: F.cosine_embedding_loss(a, b, torch.tensor(y, dtype=torch.float64), margin=margin, reduction=red),
-             [x1, x2], {"target": ints(y), "margin": margin, "reduction": red})
+             [x1, x2], {"target": enc_ints(y), "margin": margin, "reduction": red})
     a, b = normal(6), normal(6)
     yr = [1, -1, 1, 1, -1, -1]
     for name, margin, red in [("margin_ranking_mean", 0.0, "mean"), ("margin_ranking_margin", 0.5, "none")]:
@@ -207,7 +187,7 @@ def losses():
         a2 = torch.where(z.abs() < 0.05, a + 0.2 * torch.tensor(yr, dtype=torch.float64), a)
         case(name, "margin_ranking_loss",
              lambda a, b: F.margin_ranking_loss(a, b, torch.tensor(yr, dtype=torch.float64), margin=margin, reduction=red),
-             [a2, b], {"target": ints(yr), "margin": margin, "reduction": red})
+             [a2, b], {"target": enc_ints(yr), "margin": margin, "reduction": red})
 
 
 def shapes():
@@ -235,7 +215,7 @@ def shapes():
     for name, x, axis in [("cummax", normal(3, 5), 1), ("cummax_ties", tie, 1), ("cummax_axis0", normal(4, 3), 0)]:
         v, i = torch.cummax(x.clone().requires_grad_(True), axis)
         case(name, "cummax", lambda x: torch.cummax(x, axis).values, [x], {"axis": axis},
-             {"output_indices": ints(i.numpy())})
+             {"output_indices": enc_ints(i.numpy())})
     for name, shape, k, dil, pad, st in [("unfold", (1, 2, 5, 5), (3, 3), (1, 1), (0, 0), (1, 1)),
                                          ("unfold_strided", (2, 1, 6, 5), (2, 3), (2, 1), (1, 1), (2, 1))]:
         case(name, "unfold", lambda x: F.unfold(x, k, dil, pad, st), [normal(*shape)],
@@ -255,19 +235,13 @@ def shapes():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=DEFAULT_OUT)
-    args = parser.parse_args()
+    out = out_arg(DEFAULT_OUT, __doc__.splitlines()[0])
     torch.set_default_dtype(torch.float64)
     layers()
     losses()
     shapes()
     text = json.dumps({"generator": f"torch {torch.__version__}", "seed": SEED, "cases": CASES}, separators=(",", ":"))
-    text = text.replace(',{"name"', ',\n{"name"')
-    assert len(text) < 200_000, f"{len(text)} bytes"
-    with open(args.out, "w") as f:
-        f.write(text + "\n")
-    print(f"{len(CASES)} cases, {len(text)} bytes -> {args.out}")
+    write(out, text.replace(',{"name"', ',\n{"name"'), 200_000, f"{len(CASES)} cases")
 
 
 if __name__ == "__main__":

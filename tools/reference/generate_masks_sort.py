@@ -18,24 +18,18 @@ tested in Rust). Masks are built with the comparison ops themselves (`gt`, `lt`,
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_masks_sort.py [--out FILE]
 """
-import argparse
-import json
+import functools
 import os
 
 import numpy as np
 import torch
 
+from golden_common import GOLDEN, cases_text, enc8, enc_f32, enc_ints, out_arg, sample_6g, write
+
 SEED = 20261201
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "masks_sort.json")
+DEFAULT_OUT = os.path.join(GOLDEN, "masks_sort.json")
 rng = np.random.default_rng(SEED)
-
-
-def f32(shape, scale=1.0):
-    """float32-representable values (6 significant digits) as a float64 tensor."""
-    a = rng.standard_normal(shape) * scale
-    a = np.array([float(f"{v:.6g}") for v in a.reshape(-1)], dtype=np.float32).reshape(shape)
-    return torch.tensor(a.astype(np.float64))
+f32 = functools.partial(sample_6g, rng)
 
 
 def distinct(shape):
@@ -43,20 +37,6 @@ def distinct(shape):
     n = int(np.prod(shape))
     v = (rng.permutation(n) - n / 2) * 0.25 + 0.125
     return torch.tensor(v.reshape(shape).astype(np.float64))
-
-
-def enc_in(t):
-    vals = [float(str(np.float32(v))) for v in t.detach().reshape(-1).tolist()]
-    return {"shape": list(t.shape), "data": vals}
-
-
-def enc(t):
-    return {"shape": list(t.shape), "data": [float(f"{v:.8g}") for v in t.detach().reshape(-1).tolist()]}
-
-
-def enc_ints(t):
-    t = torch.as_tensor(t)
-    return {"shape": list(t.shape), "data": [int(v) for v in t.reshape(-1).tolist()]}
 
 
 cases = []
@@ -68,16 +48,16 @@ def add(name, op, attrs, inputs, fn, grad=True, grad_mask=None):
     xs = [x.clone().requires_grad_(grad) for x in inputs]
     res = fn(*xs)
     out, idx = (res if isinstance(res, tuple) else (res, None))
-    case = {"name": name, "op": op, "attrs": attrs, "inputs": [enc_in(x) for x in inputs]}
+    case = {"name": name, "op": op, "attrs": attrs, "inputs": [enc_f32(x) for x in inputs]}
     if idx is not None:
         case["output_indices"] = enc_ints(idx)
-    case["output"] = enc(out.double())
+    case["output"] = enc8(out.double())
     if grad:
         ct = f32(tuple(out.shape))
         gs = torch.autograd.grad(out, xs, ct, allow_unused=True)
         mask = grad_mask or [True] * len(xs)
-        case["cotangent"] = enc_in(ct)
-        case["grads"] = [enc(g if g is not None else torch.zeros_like(x)) if m else None
+        case["cotangent"] = enc_f32(ct)
+        case["grads"] = [enc8(g if g is not None else torch.zeros_like(x)) if m else None
                          for g, x, m in zip(gs, xs, mask)]
     else:
         case["cotangent"] = None
@@ -203,15 +183,8 @@ add("index_put_accumulate_duplicates", "index_put", {"indices": [enc_ints(ra), e
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--out", default=DEFAULT_OUT)
-    args = p.parse_args()
-    body = ",\n ".join(json.dumps(c, separators=(",", ":"), allow_nan=False) for c in cases)
-    text = f'{{"generator": "torch {torch.__version__}", "seed": {SEED}, "cases": [\n {body}\n]}}\n'
-    assert len(text) < 200_000, len(text)
-    with open(args.out, "w") as f:
-        f.write(text)
-    print(f"wrote {len(cases)} cases, {len(text)} bytes to {args.out}")
+    out = out_arg(DEFAULT_OUT)
+    write(out, cases_text(SEED, cases), 200_000, f"{len(cases)} cases")
 
 
 if __name__ == "__main__":

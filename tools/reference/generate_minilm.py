@@ -15,7 +15,7 @@ import os
 import torch
 from sentence_transformers import SentenceTransformer
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from golden_common import REPO, flat9
 SENTENCES = [
     "The cat sits outside.",
     "A man is playing guitar.",
@@ -39,8 +39,8 @@ SENTENCES = [
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=os.path.join(ROOT, "models", "all-minilm-l6-v2"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "crates", "forgia-cli", "tests", "golden", "minilm.json"))
+    ap.add_argument("--model", default=os.path.join(REPO, "models", "all-minilm-l6-v2"))
+    ap.add_argument("--out", default=os.path.join(REPO, "crates", "forgia-cli", "tests", "golden", "minilm.json"))
     args = ap.parse_args()
     torch.manual_seed(0)
     model = SentenceTransformer(args.model, device="cpu")
@@ -53,7 +53,7 @@ def main():
     out = {
         "sentences": SENTENCES,
         "input_ids": ids,
-        "embeddings": [[float(f"{v:.9g}") for v in row.tolist()] for row in emb],
+        "embeddings": [flat9(row) for row in emb],
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

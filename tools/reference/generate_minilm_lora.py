@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from sentence_transformers import SentenceTransformer
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from golden_common import GOLDEN, REPO, add_lora, flat9
 PAIRS = [("helo", "hello"), ("wrold", "world"), ("recieve", "receive"), ("teh", "the"),
          ("adress", "address"), ("begining", "beginning"), ("calender", "calendar"), ("definately", "definitely")]
 RANK, ALPHA = 2, 4.0
@@ -31,8 +31,8 @@ RANK, ALPHA = 2, 4.0
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=os.path.join(ROOT, "models", "all-minilm-l6-v2"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "crates", "forgia", "tests", "golden"))
+    ap.add_argument("--model", default=os.path.join(REPO, "models", "all-minilm-l6-v2"))
+    ap.add_argument("--out", default=GOLDEN)
     args = ap.parse_args()
     st = SentenceTransformer(args.model, device="cpu")
     st.eval()
@@ -40,19 +40,7 @@ def main():
     for p in st.parameters():
         p.requires_grad_(False)
     gen = torch.Generator().manual_seed(16)
-    adapters = {}
-    for name, mod in bert.named_modules():
-        if name.endswith(".query") or name.endswith(".value"):
-            a = (torch.randn(RANK, mod.in_features, generator=gen) * 0.1).float()
-            b = (torch.randn(mod.out_features, RANK, generator=gen) * 0.1).float()
-            mod.lora_A = torch.nn.Parameter(a.double())
-            mod.lora_B = torch.nn.Parameter(b.double())
-            adapters[f"base_model.model.{name}.lora_A.weight"] = a
-            adapters[f"base_model.model.{name}.lora_B.weight"] = b
-
-            def fwd(x, m=mod):
-                return F.linear(x, m.weight, m.bias) + (ALPHA / RANK) * F.linear(F.linear(x, m.lora_A), m.lora_B)
-            mod.forward = fwd
+    adapters = add_lora(bert, RANK, ALPHA, gen, 0.1)
     st.double()
     d = os.path.join(args.out, "minilm_lora")
     os.makedirs(d, exist_ok=True)
@@ -76,7 +64,7 @@ def main():
         "rank": RANK, "alpha": ALPHA, "pairs": PAIRS, "loss": float(loss.detach()),
         "a_ids": fa["input_ids"].tolist(), "a_mask": fa["attention_mask"].tolist(),
         "b_ids": fb["input_ids"].tolist(), "b_mask": fb["attention_mask"].tolist(),
-        "grads": {k: [float(f"{v:.9g}") for v in g.reshape(-1).tolist()] for k, g in grads.items()},
+        "grads": {k: flat9(g) for k, g in grads.items()},
     }
     with open(os.path.join(args.out, "minilm_lora.json"), "w") as f:
         json.dump(out, f, separators=(",", ":"))

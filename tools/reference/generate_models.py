@@ -31,7 +31,6 @@ Dropout is 0 everywhere (the comparison is deterministic). Attention is `eager`.
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_models.py [--out DIR]
 """
-import argparse
 import json
 import os
 
@@ -41,13 +40,10 @@ from safetensors.torch import save_file
 from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, ResNetConfig, ResNetForImageClassification)
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+from golden_common import GOLDEN, add_lora, flat9, out_arg
+
 SEED = 16
 B, S, V = 3, 8, 100
-
-
-def flat(t):
-    return [float(f"{v:.9g}") for v in t.detach().double().reshape(-1).tolist()]
 
 
 def inputs(gen):
@@ -63,8 +59,8 @@ def run(model, loss_fn, named, steps=5, trainable=None, lr=1e-3):
     params = [p for p in model.parameters() if p.requires_grad] if trainable is None else trainable
     logits, loss = loss_fn()
     loss.backward()
-    grads = {n: flat(dict(model.named_parameters())[n].grad) for n in named}
-    out = {"logits_shape": list(logits.shape), "logits": flat(logits.detach()), "loss": float(loss.detach()), "grads": grads}
+    grads = {n: flat9(dict(model.named_parameters())[n].grad) for n in named}
+    out = {"logits_shape": list(logits.shape), "logits": flat9(logits.detach()), "loss": float(loss.detach()), "grads": grads}
     model.zero_grad()
     opt = torch.optim.AdamW(params, lr=lr)
     curve = []
@@ -87,12 +83,17 @@ def save_model(model, out, name):
     return d
 
 
-def bert(out, gen):
-    torch.manual_seed(SEED)
+def small_bert():
+    """The small BertForSequenceClassification that `bert` and `lora` share (seeded by the caller)."""
     cfg = BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0, num_labels=3, attn_implementation="eager")
-    model = BertForSequenceClassification(cfg).eval()
+    return BertForSequenceClassification(cfg).eval()
+
+
+def bert(out, gen):
+    torch.manual_seed(SEED)
+    model = small_bert()
     save_model(model, out, "bert")
     model = model.double()
     ids, mask = inputs(gen)
@@ -114,26 +115,11 @@ def bert(out, gen):
 
 def lora(out, gen):
     torch.manual_seed(SEED)  # the same base weights as `bert`
-    cfg = BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0, num_labels=3, attn_implementation="eager")
-    model = BertForSequenceClassification(cfg).eval()
+    model = small_bert()
     for p in model.parameters():
         p.requires_grad_(False)
     rank, alpha = 4, 8.0
-    adapters = {}
-    for name, mod in model.named_modules():
-        if name.endswith(".query") or name.endswith(".value"):
-            a = (torch.randn(rank, mod.in_features, generator=gen) * 0.2).float()
-            b = (torch.randn(mod.out_features, rank, generator=gen) * 0.2).float()
-            mod.lora_A = torch.nn.Parameter(a.double())
-            mod.lora_B = torch.nn.Parameter(b.double())
-            adapters[f"base_model.model.{name}.lora_A.weight"] = a
-            adapters[f"base_model.model.{name}.lora_B.weight"] = b
-
-            def fwd(x, m=mod):
-                return F.linear(x, m.weight, m.bias) + (alpha / rank) * F.linear(F.linear(x, m.lora_A), m.lora_B)
-            mod.forward = fwd
+    adapters = add_lora(model, rank, alpha, gen, 0.2)
     os.makedirs(os.path.join(out, "lora"), exist_ok=True)
     save_file(adapters, os.path.join(out, "lora", "adapter_model.safetensors"), metadata={"format": "pt"})
     model = model.double()
@@ -154,12 +140,9 @@ def lora(out, gen):
     return res
 
 
-def gpt2(out, gen):
-    torch.manual_seed(SEED)
-    cfg = GPT2Config(vocab_size=V, n_positions=16, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
-                     embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
-    model = GPT2LMHeadModel(cfg).eval()
-    save_model(model, out, "gpt2")
+def causal_lm(model, out, name, gen, named):
+    """Saves `model`, then runs it in float64 on random ids with the causal LM loss (labels = ids)."""
+    save_model(model, out, name)
     model = model.double()
     ids, _ = inputs(gen)
 
@@ -167,11 +150,18 @@ def gpt2(out, gen):
         o = model(input_ids=ids, labels=ids)
         return o.logits, o.loss
 
-    named = ["transformer.wte.weight", "transformer.h.0.attn.c_attn.bias", "transformer.h.1.mlp.c_proj.bias",
-             "transformer.ln_f.weight", "transformer.wpe.weight"]
     res = run(model, loss_fn, named)
     res.update(input_ids=ids.reshape(-1).tolist(), batch=B, seq=S)
     return res
+
+
+def gpt2(out, gen):
+    torch.manual_seed(SEED)
+    cfg = GPT2Config(vocab_size=V, n_positions=16, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager")
+    named = ["transformer.wte.weight", "transformer.h.0.attn.c_attn.bias", "transformer.h.1.mlp.c_proj.bias",
+             "transformer.ln_f.weight", "transformer.wpe.weight"]
+    return causal_lm(GPT2LMHeadModel(cfg).eval(), out, "gpt2", gen, named)
 
 
 def llama(out, gen):
@@ -180,20 +170,9 @@ def llama(out, gen):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
                       rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
                       attn_implementation="eager")
-    model = LlamaForCausalLM(cfg).eval()
-    save_model(model, out, "llama")
-    model = model.double()
-    ids, _ = inputs(gen)
-
-    def loss_fn():
-        o = model(input_ids=ids, labels=ids)
-        return o.logits, o.loss
-
     named = ["lm_head.weight", "model.norm.weight", "model.layers.0.self_attn.k_proj.weight",
              "model.layers.1.mlp.gate_proj.weight", "model.layers.0.input_layernorm.weight"]
-    res = run(model, loss_fn, named)
-    res.update(input_ids=ids.reshape(-1).tolist(), batch=B, seq=S)
-    return res
+    return causal_lm(LlamaForCausalLM(cfg).eval(), out, "llama", gen, named)
 
 
 def resnet(out, gen):
@@ -225,20 +204,18 @@ def resnet(out, gen):
              "resnet.encoder.stages.1.layers.0.shortcut.normalization.weight",
              "resnet.encoder.stages.0.layers.0.layer.1.normalization.bias"]
     res = run(model, loss_fn, named)
-    res.update(pixels=flat(pixels), pixels_shape=list(pixels.shape), labels=labels.tolist(),
-               eval_logits=flat(eval_logits))
+    res.update(pixels=flat9(pixels), pixels_shape=list(pixels.shape), labels=labels.tolist(),
+               eval_logits=flat9(eval_logits))
     return res
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(ROOT, "crates", "forgia", "tests", "golden", "models"))
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    out = out_arg(os.path.join(GOLDEN, "models"))
+    os.makedirs(out, exist_ok=True)
     for name, fn in [("bert", bert), ("lora", lora), ("gpt2", gpt2), ("llama", llama), ("resnet", resnet)]:
         gen = torch.Generator().manual_seed(SEED)
-        res = fn(args.out, gen)
-        with open(os.path.join(args.out, f"{name}.json"), "w") as f:
+        res = fn(out, gen)
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
             json.dump(res, f, separators=(",", ":"))
         print(name, "loss", res["loss"], "curve", [round(c, 6) for c in res["curve"]])
 

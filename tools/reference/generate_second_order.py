@@ -26,7 +26,6 @@ tolerance, so the comparison is well-conditioned.
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_second_order.py [--out FILE]
 """
-import argparse
 import json
 import os
 
@@ -34,10 +33,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from golden_common import GOLDEN, enc9, out_arg
+
 SEED = 20261201
 N = 3
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "second_order.json")
+DEFAULT_OUT = os.path.join(GOLDEN, "second_order.json")
 NAMES = ["x", "w1", "b1", "g1", "c1", "w2", "b2"]
 SHAPES = [[N, 2, 6, 6], [4, 2, 3, 3], [4], [4], [4], [3, 4, 2, 2], [3]]
 
@@ -72,15 +72,8 @@ def run(values, dtype):
     return d.detach(), penalty.detach(), [gr.detach() for gr in grads]
 
 
-def enc(t):
-    t = np.asarray(t, dtype=np.float64)
-    return {"shape": list(t.shape), "data": [float(f"{v:.9g}") for v in t.reshape(-1)]}
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    out = ap.parse_args().out
+    out = out_arg(DEFAULT_OUT)
     values = draw()
     d64, p64, g64 = run(values, torch.float64)
     d32, p32, g32 = run(values, torch.float32)
@@ -91,10 +84,10 @@ def main():
         "name": "wgan_gp_cnn_critic",
         "op": "gradient_penalty",
         "attrs": {"params": NAMES[1:]},
-        "inputs": [enc(v) for v in values],
-        "critic": enc(d64.numpy()),
+        "inputs": [enc9(v) for v in values],
+        "critic": enc9(d64.numpy()),
         "penalty": float(f"{p64.item():.9g}"),
-        "grads": [enc(g.numpy()) for g in g64],
+        "grads": [enc9(g.numpy()) for g in g64],
     }
     doc = {
         "generator": "tools/reference/generate_second_order.py",

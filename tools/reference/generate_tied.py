@@ -30,8 +30,6 @@ float64 result, a tenth of the Rust test's 1e-4, so the comparison is well-condi
 
 Usage:  /work/.venv-torch/bin/python tools/reference/generate_tied.py [--out FILE]
 """
-import argparse
-import json
 import os
 
 import numpy as np
@@ -39,38 +37,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from golden_common import GOLDEN, as_f32, dump_lines, enc9, enc_f32, enc_ints, out_arg, write
+
 SEED = 20240613
 V, D, B, T = 11, 6, 3, 4
 STEPS = 5
 LN_EPS = 1e-5
 ADAMW = dict(lr=0.05, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "crates", "forgia", "tests", "golden", "tied.json")
-
-
-def as_f32(a):
-    """float64 array holding float32-representable values."""
-    return np.asarray(a, dtype=np.float32).astype(np.float64)
-
-
-def enc_init(a):
-    """A float32-valued array as its shortest float32 round-trip decimals."""
-    a = np.asarray(a)
-    vals = [float(str(np.float32(v))) for v in a.reshape(-1)]
-    # Parsing the decimal as f64 and rounding to f32 (what the Rust loader does) is exact.
-    assert all(np.float32(np.float64(v)) == np.float32(x) for v, x in zip(vals, a.reshape(-1)))
-    return {"shape": list(a.shape), "data": vals}
-
-
-def enc(a):
-    a = np.asarray(a, dtype=np.float64)
-    return {"shape": list(a.shape), "data": [float(f"{v:.9g}") for v in a.reshape(-1)]}
-
-
-def enc_ints(a):
-    a = np.asarray(a)
-    return {"shape": list(a.shape), "data": [int(v) for v in a.reshape(-1)]}
+DEFAULT_OUT = os.path.join(GOLDEN, "tied.json")
 
 
 class TinyLm(nn.Module):
@@ -118,31 +93,13 @@ def train(init, tokens, targets, tied, dtype):
     return model, losses, grads1, all_grads, final
 
 
-def dump(obj):
-    """JSON with one top-level key per line and one tensor per line (diff-friendly, small)."""
-    def one(v):
-        return json.dumps(v, separators=(",", ":"))
-
-    lines = []
-    for k, v in obj.items():
-        if isinstance(v, list) and v and isinstance(v[0], dict):
-            inner = ",\n  ".join(one(t) for t in v)
-            lines.append(f" {json.dumps(k)}: [\n  {inner}\n ]")
-        else:
-            lines.append(f" {json.dumps(k)}: {one(v)}")
-    return "{\n" + ",\n".join(lines) + "\n}"
-
-
 def mixed_dev(a, e):
     a, e = np.asarray(a, dtype=np.float64), np.asarray(e, dtype=np.float64)
     return float(np.max(np.abs(a - e) / (1.0 + np.abs(e))))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=DEFAULT_OUT)
-    args = ap.parse_args()
-
+    path = out_arg(DEFAULT_OUT)
     torch.manual_seed(SEED)  # nothing is drawn from torch; set for good measure
     rng = np.random.default_rng(SEED)
     bound = 1.0 / np.sqrt(D)
@@ -201,25 +158,21 @@ def main():
         "state_dict_keys": state_dict_keys,
         "tokens": enc_ints(tokens_np),
         "targets": enc_ints(targets_np),
-        "init": [{"name": n, **enc_init(init[n])} for n in names],
+        "init": [{"name": n, **enc_f32(init[n])} for n in names],
         "losses": [float(f"{v:.9g}") for v in losses],
-        "grad_wte_step1": enc(grad_e),
-        "grad_wte_step1_embedding_part": enc(emb_part),
-        "grad_wte_step1_output_part": enc(out_part),
-        "final": [{"name": n, **enc(final[n])} for n in names],
+        "grad_wte_step1": enc9(grad_e),
+        "grad_wte_step1_embedding_part": enc9(emb_part),
+        "grad_wte_step1_output_part": enc9(out_part),
+        "final": [{"name": n, **enc9(final[n])} for n in names],
         "untied_losses": [float(f"{v:.9g}") for v in untied_losses],
-        "untied_final": [{"name": n, **enc(untied_final[n])} for n in names + ["lm_head.weight"]],
+        "untied_final": [{"name": n, **enc9(untied_final[n])} for n in names + ["lm_head.weight"]],
         "checks": {
             "smallest_nonzero_grad": float(f"{smallest_grad:.3g}"),
             "float32_run_max_mixed_deviation": float(f"{f32_dev:.3g}"),
             "tied_vs_untied_loss_gap": [float(f"{v:.3g}") for v in tie_gap],
         },
     }
-    text = dump(out)
-    assert len(text) < 50_000, len(text)
-    with open(args.out, "w") as f:
-        f.write(text + "\n")
-    print(f"wrote {args.out} ({len(text)} bytes)")
+    write(path, dump_lines(out), 50_000)
     print("tied losses  ", out["losses"])
     print("untied losses", out["untied_losses"])
     print("checks", out["checks"])
