@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """JAX (CPU) twin of forgia's main training job: a small CNN on mnist_5k.
 
-Twin of bench/torch_mnist.py (same data, split, model, init, loss, optimizer, batching).
+Twin of bench/torch_mnist.py (same data, split, model, init, loss, optimizer, batching). The
+command line, the data split and the output lines are bench/mnist_twin.py, shared by both twins
+(keep it beside this file).
 
 Data:   data/mnist_5k.csv.gz (gzip CSV, no header; 784 grey levels 0..255 then the label).
         Fixed stratified split: within each digit, in file order, the first 400 rows train
@@ -34,15 +36,14 @@ pools from the affinity mask); N == 1 also adds --xla_cpu_multi_thread_eigen=fal
 XLA_FLAGS always gets --xla_force_host_platform_device_count=1; flags already in the
 environment are kept.
 """
-import argparse
-import gzip
 import os
 import time
+
+from mnist_twin import load_mnist, parse_args, report_epoch, report_total
 
 BATCH = 64
 LR, BETA1, BETA2, EPS = 1e-3, 0.9, 0.999, 1e-8
 P_DROP = 0.25
-TRAIN_PER_DIGIT, ROWS_PER_DIGIT = 400, 500
 
 
 def setup_threads(n):
@@ -56,36 +57,8 @@ def setup_threads(n):
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
-def load_mnist(path):
-    import numpy as np
-
-    with gzip.open(path, "rt") as f:
-        raw = np.loadtxt(f, delimiter=",", dtype=np.int64)
-    assert raw.shape == (5000, 785), raw.shape
-    pixels, labels = raw[:, :784], raw[:, 784]
-    tr, te = [], []
-    for d in range(10):
-        rows = np.flatnonzero(labels == d)  # file order
-        assert len(rows) == ROWS_PER_DIGIT, (d, len(rows))
-        tr.append(rows[:TRAIN_PER_DIGIT])
-        te.append(rows[TRAIN_PER_DIGIT:])
-    tr, te = np.concatenate(tr), np.concatenate(te)
-
-    def take(idx):
-        x = (pixels[idx].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
-        return x, labels[idx].astype(np.int32)
-
-    return take(tr) + take(te)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=int(os.environ.get("FORGIA_BENCH_THREADS", "2")))
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--data", default=os.path.join(here, "..", "data", "mnist_5k.csv.gz"))
-    args = ap.parse_args()
+    args = parse_args(__doc__)
     setup_threads(args.threads)
 
     import jax
@@ -94,6 +67,7 @@ def main():
     from jax import lax
 
     xtr, ytr, xte, yte = load_mnist(args.data)
+    ytr, yte = ytr.astype(np.int32), yte.astype(np.int32)
     n_train = len(ytr)
 
     # ------------------------------------------------------------------ model
@@ -204,10 +178,8 @@ def main():
         train_loss = sum(float(l) * n for l, n in losses) / n_train
         acc = test_acc(state[0])
         now = time.perf_counter()
-        print(f"epoch={epoch} train_loss={train_loss:.4f} test_acc={acc:.2f} "
-              f"epoch_s={now - te0:.2f} elapsed_s={now - start:.2f}", flush=True)
-    total = time.perf_counter() - start
-    print(f"twin=jax seed={args.seed} epochs={args.epochs} test_acc={acc:.2f} seconds={total:.2f}", flush=True)
+        report_epoch(epoch, train_loss, acc, now - te0, now - start)
+    report_total("jax", args.seed, args.epochs, acc, time.perf_counter() - start)
 
 
 if __name__ == "__main__":

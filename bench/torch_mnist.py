@@ -3,7 +3,8 @@
 
 Run by hand where torch is installed (PyTorch cannot be installed in forgia's
 reference environment, so this script has never been run there; its twin,
-bench/jax_mnist.py, has).  Needs only torch and numpy:
+bench/jax_mnist.py, has).  Needs only torch and numpy, and bench/mnist_twin.py beside it (the
+command line, the data split and the output lines, shared with the JAX twin):
 
     pip install torch numpy          # CPU wheel is enough
     python bench/torch_mnist.py [--epochs 10] [--seed 0] [--threads 2] [--data PATH]
@@ -33,37 +34,14 @@ Output: one line per epoch
         dropout) differ between the twins, so compare accuracies across seeds, not
         seed by seed.
 """
-import argparse
-import gzip
-import os
 import time
 
-import numpy as np
 import torch
 from torch import nn
 
+from mnist_twin import load_mnist, parse_args, report_epoch, report_total
+
 BATCH = 64
-TRAIN_PER_DIGIT, ROWS_PER_DIGIT = 400, 500
-
-
-def load_mnist(path):
-    with gzip.open(path, "rt") as f:
-        raw = np.loadtxt(f, delimiter=",", dtype=np.int64)
-    assert raw.shape == (5000, 785), raw.shape
-    pixels, labels = raw[:, :784], raw[:, 784]
-    tr, te = [], []
-    for d in range(10):
-        rows = np.flatnonzero(labels == d)  # file order
-        assert len(rows) == ROWS_PER_DIGIT, (d, len(rows))
-        tr.append(rows[:TRAIN_PER_DIGIT])
-        te.append(rows[TRAIN_PER_DIGIT:])
-    tr, te = np.concatenate(tr), np.concatenate(te)
-
-    def take(idx):
-        x = (pixels[idx].astype(np.float32) / 255.0).reshape(-1, 1, 28, 28)
-        return torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(labels[idx].astype(np.int64))
-
-    return take(tr) + take(te)
 
 
 def make_model():
@@ -78,13 +56,7 @@ def make_model():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=int(os.environ.get("FORGIA_BENCH_THREADS", "2")))
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap.add_argument("--data", default=os.path.join(here, "..", "data", "mnist_5k.csv.gz"))
-    args = ap.parse_args()
+    args = parse_args(__doc__)
 
     torch.set_num_threads(args.threads)
     try:
@@ -92,7 +64,7 @@ def main():
     except RuntimeError:  # only allowed before any inter-op work has started
         pass
 
-    xtr, ytr, xte, yte = load_mnist(args.data)
+    xtr, ytr, xte, yte = (torch.from_numpy(a) for a in load_mnist(args.data))
     n_train = len(ytr)
 
     torch.manual_seed(args.seed)
@@ -132,10 +104,8 @@ def main():
             loss_sum += loss.item() * len(idx)
         acc = test_acc()
         now = time.perf_counter()
-        print(f"epoch={epoch} train_loss={loss_sum / n_train:.4f} test_acc={acc:.2f} "
-              f"epoch_s={now - te0:.2f} elapsed_s={now - start:.2f}", flush=True)
-    total = time.perf_counter() - start
-    print(f"twin=torch seed={args.seed} epochs={args.epochs} test_acc={acc:.2f} seconds={total:.2f}", flush=True)
+        report_epoch(epoch, loss_sum / n_train, acc, now - te0, now - start)
+    report_total("torch", args.seed, args.epochs, acc, time.perf_counter() - start)
 
 
 if __name__ == "__main__":
