@@ -86,3 +86,25 @@ pub fn check_case(case: &Case, rel: f32, f: impl FnOnce(&[Tensor]) -> forgia::Re
         }
     }
 }
+
+/// Runs [`check_case`] on every case of `family` that `apply` knows, and returns those cases.
+///
+/// `apply(case, inputs)` maps a case to its forgia call, or returns `None` for an op it does
+/// not handle (a family file can be shared by several test files, each taking its own ops);
+/// it is called once on the stored inputs to ask, then on fresh variables to check. Callers
+/// assert on the number returned, so that a renamed op cannot silently drop its cases.
+pub fn check_known(
+    family: &str,
+    rel: f32,
+    apply: impl Fn(&Case, &[Tensor]) -> Option<forgia::Result<Tensor>>,
+) -> Vec<Case> {
+    let mut ran = Vec::new();
+    for case in load(family) {
+        if apply(&case, &case.inputs).is_none() {
+            continue;
+        }
+        check_case(&case, rel, |xs| apply(&case, xs).expect("apply knew this op a moment ago"));
+        ran.push(case);
+    }
+    ran
+}
