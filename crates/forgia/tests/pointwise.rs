@@ -316,16 +316,7 @@ fn pointwise_ops_match_the_jax_goldens() {
     let cases = golden::load("pointwise");
     assert!(cases.len() >= 49);
     for case in &cases {
-        let xs: Vec<Tensor> = case.inputs.iter().map(|x| x.clone().into_variable()).collect();
-        let y = apply(case, &xs).unwrap();
-        assert_close(&y, case.output.as_ref().unwrap(), 1e-5, &format!("{} output", case.name));
-        y.backward_with_grad(case.cotangent.as_ref().unwrap()).unwrap();
-        for (i, (x, want)) in xs.iter().zip(&case.grads).enumerate() {
-            if let Some(want) = want {
-                let got = x.grad().unwrap_or_else(|| Tensor::zeros(x.shape()).unwrap());
-                assert_close(&got, want, 1e-5, &format!("{} grad {i}", case.name));
-            }
-        }
+        golden::check_case(case, 1e-5, |xs| apply(case, xs));
     }
 }
 

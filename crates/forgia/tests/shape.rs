@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::golden::{self, assert_close, Case};
+use common::golden::{self, assert_close};
 use common::{passes, var};
 use forgia::{ErrorKind, Result, Tensor};
 use serde_json::Value;
@@ -26,17 +26,6 @@ fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
-/// Runs one golden case through `f`, comparing the output and the VJP of every input.
-fn check_case(c: &Case, f: impl Fn(&[Tensor]) -> Result<Tensor>) {
-    let xs: Vec<Tensor> = c.inputs.iter().map(|t| t.clone().into_variable()).collect();
-    let y = f(&xs).unwrap_or_else(|e| panic!("{}: {e}", c.name));
-    assert_close(&y, c.output.as_ref().unwrap(), 1e-5, &c.name);
-    y.backward_with_grad(c.cotangent.as_ref().unwrap()).unwrap();
-    for (i, (x, g)) in xs.iter().zip(&c.grads).enumerate() {
-        assert_close(&x.grad().unwrap(), g.as_ref().unwrap(), 1e-5, &format!("{} grad {i}", c.name));
-    }
-}
-
 #[test]
 fn shape_goldens_match_jax() {
     for c in golden::load("shape") {
@@ -56,7 +45,7 @@ fn shape_goldens_match_jax() {
             continue;
         }
         let int = |k: &str| a[k].as_i64().unwrap();
-        check_case(&c, |xs| {
+        golden::check_case(&c, 1e-5, |xs| {
             let x = &xs[0];
             let refs: Vec<&Tensor> = xs.iter().collect();
             match c.op.as_str() {
