@@ -116,39 +116,35 @@ fn bert_lora_matches_a_frozen_base_with_adapters() {
     assert!(model.bert.layers[0].query.weight.grad().is_none(), "no gradient for a frozen weight");
 }
 
-#[test]
-fn gpt2_matches_transformers_with_tied_embeddings_and_conv1d_weights() {
+/// Loads `arch`'s saved weights into `model` and checks it as a causal language model: the
+/// logits of `forward` on the golden ids, and `causal_lm_loss` with those ids as labels.
+fn check_causal_lm<M: Module>(arch: &str, mut model: M, forward: impl Fn(&M, &Indices) -> forgia::Result<Tensor>) {
     use forgia::models::causal_lm_loss;
-    use forgia::models::gpt2::{Gpt2Config, Gpt2LMHeadModel};
-    let g = golden("gpt2");
-    let d = dir("gpt2");
-    let config = Gpt2Config::from_hf(&HfConfig::from_file(d.join("config.json")).unwrap()).unwrap();
-    let mut model = Gpt2LMHeadModel::new(config, &mut Rng::new(0)).unwrap();
-    io::load_hf(&mut model, d.join("model.safetensors"), &HfNames::new()).unwrap();
+    io::load_hf(&mut model, dir(arch).join("model.safetensors"), &HfNames::new()).unwrap();
+    let g = golden(arch);
     let input = ids(&g["input_ids"], &g);
-    check("gpt2", &mut model, 1e-3, |m| {
-        let logits = m.forward(&input, None).unwrap();
+    check(arch, &mut model, 1e-3, |m| {
+        let logits = forward(m, &input).unwrap();
         let l = causal_lm_loss(&logits, &input).unwrap();
         (logits, l)
     });
 }
 
 #[test]
+fn gpt2_matches_transformers_with_tied_embeddings_and_conv1d_weights() {
+    use forgia::models::gpt2::{Gpt2Config, Gpt2LMHeadModel};
+    let config = Gpt2Config::from_hf(&HfConfig::from_file(dir("gpt2").join("config.json")).unwrap()).unwrap();
+    let model = Gpt2LMHeadModel::new(config, &mut Rng::new(0)).unwrap();
+    check_causal_lm("gpt2", model, |m, input| m.forward(input, None));
+}
+
+#[test]
 fn llama_matches_transformers_with_rope_gqa_and_swiglu() {
-    use forgia::models::causal_lm_loss;
     use forgia::models::llama::{LlamaConfig, LlamaForCausalLM};
-    let g = golden("llama");
-    let d = dir("llama");
-    let config = LlamaConfig::from_hf(&HfConfig::from_file(d.join("config.json")).unwrap()).unwrap();
+    let config = LlamaConfig::from_hf(&HfConfig::from_file(dir("llama").join("config.json")).unwrap()).unwrap();
     assert_eq!((config.num_attention_heads, config.num_key_value_heads), (4, 2));
-    let mut model = LlamaForCausalLM::new(config, &mut Rng::new(0)).unwrap();
-    io::load_hf(&mut model, d.join("model.safetensors"), &HfNames::new()).unwrap();
-    let input = ids(&g["input_ids"], &g);
-    check("llama", &mut model, 1e-3, |m| {
-        let logits = m.forward(&input, None).unwrap();
-        let l = causal_lm_loss(&logits, &input).unwrap();
-        (logits, l)
-    });
+    let model = LlamaForCausalLM::new(config, &mut Rng::new(0)).unwrap();
+    check_causal_lm("llama", model, |m, input| m.forward(input, None));
 }
 
 #[test]
