@@ -236,6 +236,15 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
+/// Records a finding unless the head's view of E still equals `wte.weight` element for element
+/// (`when` says at which point of the run).
+fn check_tie_holds(found: &mut Findings, model: &TinyLm, when: &str) {
+    let (emb, head) = (model.wte.weight.to_vec(), model.lm_head.to_vec());
+    found.check(emb == head, || {
+        format!("{when}: the head's copy of E differs from wte.weight by up to {:.3e}", max_abs_diff(&emb, &head))
+    });
+}
+
 #[test]
 fn a_held_parameter_handle_sees_an_optimizer_step() {
     let x = Tensor::from_vec((0..12).map(|i| (i as f32 * 0.37).sin()).collect(), &[4, 3]).unwrap();
@@ -311,14 +320,7 @@ fn a_tied_model_matches_pytorch_for_five_adamw_steps() {
             found.close(&grad, &total, &format!("step-1 gradient of wte.weight ({which})"));
         }
         opt.step(&mut model).unwrap();
-        let (emb, head) = (model.wte.weight.to_vec(), model.lm_head.to_vec());
-        found.check(emb == head, || {
-            format!(
-                "after step {}: the head's copy of E differs from wte.weight by up to {:.3e}",
-                step + 1,
-                max_abs_diff(&emb, &head)
-            )
-        });
+        check_tie_holds(&mut found, &model, &format!("after step {}", step + 1));
     }
     for (k, (&got, &e)) in losses.iter().zip(&want).enumerate() {
         let rel = (got as f64 - e).abs() / e.abs();
@@ -411,14 +413,7 @@ fn a_checkpoint_of_a_tied_model_round_trips_with_the_tie_intact() {
     let mut losses = Vec::new();
     for step in 2..want.len() {
         losses.push(train_step(&mut fresh, &mut fresh_opt, &g));
-        let (emb, head) = (fresh.wte.weight.to_vec(), fresh.lm_head.to_vec());
-        found.check(emb == head, || {
-            format!(
-                "after step {} (resumed): the head differs from wte.weight by up to {:.3e}",
-                step + 1,
-                max_abs_diff(&emb, &head)
-            )
-        });
+        check_tie_holds(&mut found, &fresh, &format!("after step {} (resumed)", step + 1));
     }
     for (k, (&got, &e)) in losses.iter().zip(&want[2..]).enumerate() {
         let rel = (got as f64 - e).abs() / e.abs();
