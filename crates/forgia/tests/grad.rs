@@ -2,10 +2,13 @@
 //! respect to given inputs, returned rather than accumulated. No `.grad` is written anywhere,
 //! no hook runs, and only the part of the graph that leads to an input runs backward.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use forgia::{custom_op, grad, BackwardOptions, CustomOp, ErrorKind, Result, Tensor};
+use common::identity::identity;
+use forgia::{custom_op, grad, BackwardOptions, ErrorKind, Tensor};
 
 fn var(v: &[f32]) -> Tensor {
     Tensor::variable(v.to_vec(), &[v.len()]).unwrap()
@@ -17,22 +20,6 @@ fn graph() -> BackwardOptions {
 
 fn retained() -> BackwardOptions {
     BackwardOptions { retain_graph: true, ..BackwardOptions::default() }
-}
-
-/// The identity, counting how often its backward runs.
-struct Counted(Arc<AtomicUsize>);
-
-impl CustomOp for Counted {
-    fn name(&self) -> &'static str {
-        "counted"
-    }
-    fn forward(&self, xs: &[Tensor]) -> Result<Tensor> {
-        Ok(xs[0].scale(1.0))
-    }
-    fn backward(&self, _xs: &[Tensor], _y: &Tensor, gy: &Tensor, _needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        self.0.fetch_add(1, Ordering::Relaxed);
-        Ok(vec![Some(gy.clone())])
-    }
 }
 
 #[test]
@@ -105,7 +92,15 @@ fn only_the_part_of_the_graph_that_leads_to_an_input_runs() {
     let x = var(&[1.0, 2.0]);
     let w = var(&[3.0, 4.0]);
     let calls = Arc::new(AtomicUsize::new(0));
-    let branch = custom_op(Counted(calls.clone()), &[&w]).unwrap();
+    let counted = calls.clone();
+    let branch = custom_op(
+        identity("counted", move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }),
+        &[&w],
+    )
+    .unwrap();
     let y = x.mul(&x).unwrap().add(&branch.tanh()).unwrap().sum_all();
     let g = grad(&[&y], &[&x], &[], retained()).unwrap();
     assert_eq!(g[0].as_ref().unwrap().to_vec(), vec![2.0, 4.0]);
@@ -204,23 +199,13 @@ fn bad_calls_are_errors_that_leave_the_graph_runnable() {
 
 #[test]
 fn a_failing_record_in_a_grad_pass_writes_nothing_and_a_retained_graph_reruns() {
-    struct FailOnce(Arc<AtomicUsize>);
-    impl CustomOp for FailOnce {
-        fn name(&self) -> &'static str {
-            "fail_once"
-        }
-        fn forward(&self, xs: &[Tensor]) -> Result<Tensor> {
-            Ok(xs[0].scale(1.0))
-        }
-        fn backward(&self, _: &[Tensor], _: &Tensor, gy: &Tensor, _: &[bool]) -> Result<Vec<Option<Tensor>>> {
-            if self.0.fetch_add(1, Ordering::Relaxed) == 0 {
-                return Err(forgia::Error::from(ErrorKind::NoGradientGraph));
-            }
-            Ok(vec![Some(gy.clone())])
-        }
-    }
     let x = var(&[1.0, 2.0]);
-    let y = custom_op(FailOnce(Arc::default()), &[&x.tanh()]).unwrap().mul(&x).unwrap().sum_all();
+    let calls = AtomicUsize::new(0);
+    let fail_once = move || match calls.fetch_add(1, Ordering::Relaxed) {
+        0 => Err(forgia::Error::from(ErrorKind::NoGradientGraph)),
+        _ => Ok(()),
+    };
+    let y = custom_op(identity("fail_once", fail_once), &[&x.tanh()]).unwrap().mul(&x).unwrap().sum_all();
     assert!(grad(&[&y], &[&x], &[], retained()).is_err());
     assert!(x.grad().is_none());
     let g = grad(&[&y], &[&x], &[], retained()).unwrap();

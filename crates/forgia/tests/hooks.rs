@@ -1,11 +1,14 @@
 //! Post-accumulate-grad hooks (DESIGN.md, engine rule 12): a variable's hook runs once per
 //! pass, when its gradient for the pass is final, on whichever thread finished it.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use forgia::{custom_op, BackwardOptions, CustomOp, ErrorKind, Result, Rng, Tensor};
+use common::identity::identity;
+use forgia::{custom_op, BackwardOptions, ErrorKind, Rng, Tensor};
 
 /// Records every gradient a hook is called with.
 fn recorder(w: &Tensor) -> Arc<Mutex<Vec<Vec<f32>>>> {
@@ -142,19 +145,11 @@ fn a_panic_in_a_hook_fails_the_pass_cleanly() {
 }
 
 /// The identity, whose backward takes a little while (so the pool spreads the branches).
-struct Slow;
-
-impl CustomOp for Slow {
-    fn name(&self) -> &'static str {
-        "slow"
-    }
-    fn forward(&self, xs: &[Tensor]) -> Result<Tensor> {
-        Ok(xs[0].scale(1.0))
-    }
-    fn backward(&self, _xs: &[Tensor], _y: &Tensor, gy: &Tensor, _needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+fn slow() -> impl forgia::CustomOp {
+    identity("slow", || {
         std::thread::sleep(std::time::Duration::from_millis(10));
-        Ok(vec![Some(gy.clone())])
-    }
+        Ok(())
+    })
 }
 
 #[test]
@@ -184,7 +179,7 @@ fn hooks_work_with_the_worker_pool() {
         })
         .collect();
     let outs: Vec<Tensor> =
-        ws.iter().map(|w| custom_op(Slow, &[&x.matmul(w).unwrap()]).unwrap().tanh().sum_all()).collect();
+        ws.iter().map(|w| custom_op(slow(), &[&x.matmul(w).unwrap()]).unwrap().tanh().sum_all()).collect();
     let loss = outs[0].add(&outs[1]).unwrap().add(&outs[2]).unwrap().add(&outs[3]).unwrap();
     loss.backward().unwrap();
     assert_eq!(seen_x.lock().unwrap().len(), 1);

@@ -3,29 +3,25 @@
 //! joined, and give the serial option's gradients bit for bit where the reduction order is
 //! fixed.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use forgia::{custom_op, BackwardOptions, CustomOp, Result, Rng, Tensor};
+use common::identity::identity;
+use forgia::{custom_op, BackwardOptions, CustomOp, Rng, Tensor};
 
 /// The identity, whose backward notes the thread it runs on and takes a little while (so a
 /// second pool thread has time to pick up another branch).
-struct Probe(Arc<Mutex<Vec<ThreadId>>>);
-
-impl CustomOp for Probe {
-    fn name(&self) -> &'static str {
-        "probe"
-    }
-    fn forward(&self, xs: &[Tensor]) -> Result<Tensor> {
-        Ok(xs[0].scale(1.0))
-    }
-    fn backward(&self, _xs: &[Tensor], _y: &Tensor, gy: &Tensor, _needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        self.0.lock().unwrap().push(std::thread::current().id());
+fn probe(threads: &Arc<Mutex<Vec<ThreadId>>>) -> impl CustomOp {
+    let threads = threads.clone();
+    identity("probe", move || {
+        threads.lock().unwrap().push(std::thread::current().id());
         std::thread::sleep(Duration::from_millis(20));
-        Ok(vec![Some(gy.clone())])
-    }
+        Ok(())
+    })
 }
 
 /// Four heavy branches `probe(x·W_i)·V_i` (each product above the engine's async threshold).
@@ -54,7 +50,7 @@ impl Branches {
         self.params
             .iter()
             .map(|(w, v)| {
-                let h = custom_op(Probe(self.threads.clone()), &[&self.x.matmul(w).unwrap()]).unwrap();
+                let h = custom_op(probe(&self.threads), &[&self.x.matmul(w).unwrap()]).unwrap();
                 h.tanh().matmul(v).unwrap()
             })
             .collect()

@@ -3,6 +3,7 @@
 
 pub mod bad_input;
 pub mod golden;
+pub mod identity;
 pub mod isolated;
 pub mod second_order;
 pub mod second_order_unary;
