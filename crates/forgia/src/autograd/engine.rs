@@ -17,6 +17,7 @@ use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, DONE, IDL
 use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
+use crate::tensor::layout::same_shape;
 
 /// How a backward pass runs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -394,7 +395,7 @@ fn fire(
             None => run_record(&*edge.record, &cx, gy)?,
             Some(keep) => crate::parallel::with_kernels_on_this_thread(keep, || run_record(&*edge.record, &cx, gy))?,
         };
-        check(edge.record.name(), &parents, &mut out, options.detect_anomaly)?;
+        check(&*edge.record, &parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
     let needs: SmallVec<[bool; 2]> = (0..parents.len()).map(|i| cx.needs_grad(i)).collect();
@@ -467,24 +468,32 @@ fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Gra
 /// Validates a record's output before any of it is delivered, and sums each gradient that
 /// arrives in a broadcast of its operand's shape back to that shape (the one place broadcast
 /// gradients are reduced; records never do it themselves).
-fn check(op: &'static str, parents: &[Option<Held<'_>>], grads: &mut [Option<Tensor>], anomaly: bool) -> Result<()> {
+fn check(
+    record: &dyn Backward,
+    parents: &[Option<Held<'_>>],
+    grads: &mut [Option<Tensor>],
+    anomaly: bool,
+) -> Result<()> {
     if grads.len() != parents.len() {
-        return fail(ErrorKind::MissingBackwardGradient { op, operand: grads.len().min(parents.len()) });
+        let operand = grads.len().min(parents.len());
+        return fail(ErrorKind::MissingBackwardGradient { op: record.name(), operand });
     }
     for (i, (p, g)) in parents.iter().zip(grads.iter_mut()).enumerate() {
         let (Some(p), Some(g)) = (p, g) else { continue };
-        if g.shape() != &p.shape[..] && expandable(&p.shape, g.shape()) {
+        if same_shape(g.shape(), &p.shape) {
+            // The common case: nothing to sum or to report.
+        } else if expandable(&p.shape, g.shape()) {
             *g = sum_to(g, &p.shape)?;
-        } else if g.shape() != &p.shape[..] {
+        } else {
             return fail(ErrorKind::GradientShapeMismatch {
-                op,
+                op: record.name(),
                 operand: i,
                 expected: p.shape.to_vec(),
                 got: g.shape().to_vec(),
             });
         }
         if anomaly && g.with_data(|d| d.iter().any(|v| !v.is_finite())) {
-            return fail(ErrorKind::AnomalyDetected { op, operand: i });
+            return fail(ErrorKind::AnomalyDetected { op: record.name(), operand: i });
         }
     }
     Ok(())

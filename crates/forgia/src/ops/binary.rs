@@ -7,7 +7,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
-use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::layout::{broadcast_shapes, same_shape};
 use crate::tensor::{names, Array, Names, Saved, Shape};
 
 /// Output names of a broadcasting op: the operands' names aligned from the right
@@ -23,7 +23,7 @@ pub(crate) fn broadcast_map(
     b: &Array,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) -> Result<Tensor> {
-    if a.shape() == b.shape() {
+    if same_shape(a.shape(), b.shape()) {
         // The common case of equal, packed operands: one packed zip, no broadcast layouts.
         if let (Some(ra), Some(rb)) = (a.layout.contiguous_range(), b.layout.contiguous_range()) {
             let (sa, sb) = (a.storage(), b.storage());
@@ -170,7 +170,7 @@ pub(crate) struct Shapes(Option<Box<[Shape; 2]>>);
 
 impl Shapes {
     pub(crate) fn new(a: &Tensor, b: &Tensor) -> Shapes {
-        if a.shape() == b.shape() {
+        if same_shape(a.shape(), b.shape()) {
             Shapes(None)
         } else {
             Shapes(Some(Box::new([a.shape().into(), b.shape().into()])))
