@@ -27,6 +27,14 @@ pub(crate) struct BenchArgs {
     /// W9's batch and sequence length as `B,S` (default 32,64; smaller to check it runs).
     #[arg(long, value_name = "B,S", value_parser = parse_pair)]
     w9_sizes: Option<(usize, usize)>,
+    /// Ops in W1's and W8's chains (defaults 10,000 and 1,000,000; smaller to profile W8
+    /// under callgrind).
+    #[arg(long, value_name = "N", value_parser = parse_positive)]
+    chain_ops: Option<usize>,
+}
+
+fn parse_positive(s: &str) -> Result<usize, String> {
+    s.trim().parse::<usize>().ok().filter(|&v| v > 0).ok_or(format!("{s:?} is not a positive integer"))
 }
 
 fn parse_pair(s: &str) -> Result<(usize, usize), String> {
@@ -61,7 +69,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
         if args.workloads.is_empty() { KNOWN.iter().map(|s| s.to_string()).collect() } else { args.workloads.clone() };
     for name in &names {
         let line = match name.to_uppercase().as_str() {
-            "W1" => w1_chain(args.reps)?,
+            "W1" => w1_chain(args.reps, args.chain_ops.unwrap_or(10_000))?,
             "W2" => w2_mlp(args.reps)?,
             "W3" => w3_branches(args.reps)?,
             "W4" => w4_cnn(args.reps)?,
@@ -69,7 +77,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W6" => w6_transformer(args.reps)?,
             "W7" => w7_residual(args.reps, false)?,
             "W7CKPT" => w7_residual(args.reps, true)?,
-            "W8" => w8_deep(args.reps)?,
+            "W8" => w8_deep(args.reps, args.chain_ops.unwrap_or(1_000_000))?,
             "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
             "PEAK" => peak::peak(args.reps)?,
@@ -140,18 +148,17 @@ fn chain_step(x: &Tensor, c: &Tensor, ops: usize) -> Result<(), forgia::Error> {
     Ok(())
 }
 
-/// W1: per-op graph overhead on a 10,000-op chain.
-fn w1_chain(reps: usize) -> Result<String, forgia::Error> {
-    let ops = 10_000;
+/// W1: per-op graph overhead on a 10,000-op chain (`ops`).
+fn w1_chain(reps: usize, ops: usize) -> Result<String, forgia::Error> {
     let x = Tensor::variable(vec![0.5; 16], &[16])?;
     let c = Tensor::full(&[16], 0.999)?;
     let ms = median_ms(reps, || chain_step(&x, &c, ops))?;
     Ok(line("W1", ms, &[("us_per_op", format!("{:.3}", ms * 1e3 / ops as f64))]))
 }
 
-/// W8: the same chain at 1,000,000 ops: forward, backward, drop, without stack overflow.
-fn w8_deep(reps: usize) -> Result<String, forgia::Error> {
-    let ops = 1_000_000;
+/// W8: the same chain at 1,000,000 ops (`ops`): forward, backward, drop, without stack
+/// overflow.
+fn w8_deep(reps: usize, ops: usize) -> Result<String, forgia::Error> {
     let x = Tensor::variable(vec![0.5; 16], &[16])?;
     let c = Tensor::full(&[16], 0.999)?;
     let before = rss_mb();
@@ -165,6 +172,9 @@ fn w8_deep(reps: usize) -> Result<String, forgia::Error> {
             ("us_per_op", format!("{:.3}", ms * 1e3 / ops as f64)),
             ("peak_rss_mb", format!("{peak:.0}")),
             ("step_mb", format!("{:.0}", peak - before)),
+            // What one live op costs between forward and backward (the node, its record,
+            // saved values, the pass's bookkeeping, the allocator's slack).
+            ("step_bytes_per_op", format!("{:.0}", (peak - before) * 1024.0 * 1024.0 / ops as f64)),
             ("peak_live_mb", format!("{:.0}", peak_live_mb())),
         ],
     ))
@@ -184,7 +194,9 @@ fn w11_add_chain(reps: usize) -> Result<String, forgia::Error> {
 
 /// `count` independent branches `tanh(x·W_i)·V_i` (`x` [rows, d] constant, `W_i`, `V_i` [d, d]
 /// variables of standard deviation `std`) whose sums are joined by a chain of adds; the median
-/// forward + backward with the pool, and with the serial option.
+/// forward + backward with the pool, and with the serial option, and the median forward alone
+/// (`fwd_ms`, from the pooled steps: the forward is the same eager code in both, and the
+/// serial option only changes the backward).
 fn branches(
     name: &str,
     reps: usize,
@@ -201,7 +213,9 @@ fn branches(
         let v = Tensor::randn(&[d, d], 0.0, std, &mut rng)?.into_variable();
         params.push((w, v));
     }
-    let step = |serial: bool| -> Result<(), forgia::Error> {
+    let mut forward_ms = Vec::new();
+    let mut step = |serial: bool| -> Result<(), forgia::Error> {
+        let start = Instant::now();
         let mut loss: Option<Tensor> = None;
         for (w, v) in &params {
             let y = x.matmul(w)?.tanh().matmul(v)?.sum_all();
@@ -211,6 +225,9 @@ fn branches(
             });
         }
         let loss = loss.expect("at least one branch");
+        if !serial {
+            forward_ms.push(start.elapsed().as_secs_f64() * 1e3);
+        }
         loss.backward_with(None, forgia::BackwardOptions { serial, ..Default::default() })?;
         params.iter().for_each(|(w, v)| {
             w.zero_grad();
@@ -220,7 +237,9 @@ fn branches(
     };
     let ms = median_ms(reps, || step(false))?;
     let serial_ms = median_ms(reps, || step(true))?;
-    Ok(line(name, ms, &[("serial_ms", format!("{serial_ms:.3}"))]))
+    forward_ms.sort_by(f64::total_cmp);
+    let fwd_ms = forward_ms[forward_ms.len() / 2];
+    Ok(line(name, ms, &[("serial_ms", format!("{serial_ms:.3}")), ("fwd_ms", format!("{fwd_ms:.3}"))]))
 }
 
 fn line(name: &str, ms: f64, extra: &[(&str, String)]) -> String {

@@ -1,6 +1,8 @@
 //! The `forgia` command: train models on the shipped data, sample from and evaluate the saved
 //! models, run the benchmark workloads, and gradcheck every differentiable op.
 
+#[cfg(feature = "mimalloc")]
+mod alloc;
 mod bench;
 mod data;
 mod embed;
@@ -18,7 +20,7 @@ use clap::{Parser, Subcommand};
 /// allocator serves slowly (see docs/BENCHMARKS.md for the W1/W8 figures with each).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::Mimalloc = alloc::Mimalloc;
 
 /// forgia: a CPU-first tensor and autograd library, and the models it trains.
 #[derive(Parser)]

@@ -3,8 +3,8 @@
 //! `[d, d]`, each product `2·64·d²` multiply-adds, the work a branch node reports) joined by a
 //! chain of adds, forward + backward, with the pool and with the serial option, for several
 //! widths `d`: the smallest branch work at which the pool wins is where the threshold belongs.
-//! Also the cost of counting hooked leaves, and a capturing pass (`forgia::grad`) against a
-//! plain one.
+//! Also the cost of counting hooked leaves, a capturing pass (`forgia::grad`) against a
+//! plain one, and the per-op cost of the engine on a chain of tiny ops (W1's shape).
 #![allow(missing_docs)] // criterion_group! generates an undocumented function
 
 use std::time::Duration;
@@ -98,5 +98,27 @@ fn capturing_pass(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, threshold_sweep, leaf_hooks, capturing_pass);
+/// W1's step at 1,000 ops: `x·c`, `x+c`, `tanh` over 16 elements, summed, backpropagated.
+/// Nearly all of it is the engine's own cost per op (node, record, value, firing); read it
+/// with instruction counts (`valgrind --tool=callgrind`) on a shared machine.
+fn tiny_op_chain(c: &mut Criterion) {
+    let x = Tensor::variable(vec![0.5; 16], &[16]).unwrap();
+    let k = Tensor::full(&[16], 0.999).unwrap();
+    c.bench_function("tiny_op_chain_1000", |b| {
+        b.iter(|| {
+            let mut h = x.clone();
+            for i in 0..1000 {
+                h = match i % 3 {
+                    0 => h.mul(&k).unwrap(),
+                    1 => h.add(&k).unwrap(),
+                    _ => h.tanh(),
+                };
+            }
+            h.sum_all().backward().unwrap();
+            x.zero_grad();
+        })
+    });
+}
+
+criterion_group!(benches, threshold_sweep, leaf_hooks, capturing_pass, tiny_op_chain);
 criterion_main!(benches);

@@ -94,7 +94,7 @@ impl Tensor {
     pub fn retain_grad(&self) {
         if let Some(node) = &self.node {
             // Relaxed: read by the pass that fires this node, which starts after this call.
-            node.retain.store(true, Ordering::Relaxed);
+            node.flags.fetch_or(super::node::RETAIN, Ordering::Relaxed);
         }
     }
 

@@ -13,10 +13,11 @@ use smallvec::SmallVec;
 use super::capture::Capture;
 use super::hooks::PassLeaves;
 use super::mode::set_grad_enabled;
-use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, IDLE, PENDING, RUNNING};
+use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, DONE, IDLE, PENDING, RETAIN, RUNNING};
 use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
+use crate::tensor::layout::same_shape;
 
 /// How a backward pass runs.
 #[derive(Clone, Copy, Debug, Default)]
@@ -42,6 +43,11 @@ pub(crate) const ASYNC_WORK_THRESHOLD: usize = 1 << 19;
 
 // Relaxed: pass ids only need to be unique; nothing is published through this counter.
 static NEXT_PASS: AtomicU64 = AtomicU64::new(1);
+
+/// A node ready to fire, with its whole gradient when the contribution that readied it was the
+/// only one (handed over directly instead of stored in the node's accumulator and taken out
+/// again: the per-op path of a chain), `None` when it sits in the accumulator.
+type Ready = (Arc<Node>, Option<Tensor>);
 
 /// State shared by every task of one pass.
 struct Pass {
@@ -118,7 +124,7 @@ fn run_pass(
     for (out, seed) in outputs.iter().zip(seeds) {
         let Some(node) = out.node.clone() else { return fail(ErrorKind::NoGradientGraph) };
         // Acquire: pairs with the Release store that marked a completed pass.
-        if node.done.load(Ordering::Acquire) {
+        if node.flags.load(Ordering::Acquire) & DONE != 0 {
             return fail(ErrorKind::BackwardAlreadyRun);
         }
         let seed = match seed {
@@ -163,7 +169,7 @@ fn run_pass(
         tasks: AtomicUsize::new(0),
         threads: crate::parallel::num_threads(),
     };
-    let mut ready: Vec<Arc<Node>> = Vec::new();
+    let mut ready: Vec<Ready> = Vec::new();
     for (node, seed) in &roots {
         if let Some(s) = seed {
             let delivered = match &pass.capture {
@@ -183,7 +189,7 @@ fn run_pass(
         }
         // AcqRel: see `fire`.
         if !node.leaf && node.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            ready.push(node.clone());
+            ready.push((node.clone(), None));
         }
     }
 
@@ -191,15 +197,15 @@ fn run_pass(
     let use_pool = mode == Drain::Public
         && !options.serial
         && pass.threads > 1
-        && visited.iter().filter(|n| n.work >= ASYNC_WORK_THRESHOLD).nth(1).is_some();
+        && visited.iter().filter(|n| n.heavy).nth(1).is_some();
     if use_pool {
         let pass = &pass;
         crate::parallel::install(|| {
             rayon::in_place_scope(|scope| {
                 // Relaxed (both): a scheduling hint; the scope's join publishes everything.
                 pass.tasks.fetch_add(1, Ordering::Relaxed);
-                for node in ready {
-                    drain(node, pass, Some(scope));
+                for start in ready {
+                    drain(start, pass, Some(scope));
                 }
                 pass.tasks.fetch_sub(1, Ordering::Relaxed);
             })
@@ -208,13 +214,13 @@ fn run_pass(
         // The whole pass, kernels included, on the pool's one-thread sibling (DESIGN rule 9).
         let pass = &pass;
         crate::parallel::serially(|| {
-            for node in ready {
-                drain(node, pass, None);
+            for start in ready {
+                drain(start, pass, None);
             }
         });
     } else {
-        for node in ready {
-            drain(node, &pass, None);
+        for start in ready {
+            drain(start, &pass, None);
         }
     }
 
@@ -226,7 +232,7 @@ fn run_pass(
         for (node, _) in &roots {
             if !node.leaf {
                 // Release: a later `run` on another thread that sees `done` sees a finished pass.
-                node.done.store(true, Ordering::Release);
+                node.flags.fetch_or(DONE, Ordering::Release);
             }
         }
     }
@@ -245,7 +251,9 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
                 // starts, and spawning a task (or the AcqRel drain) publishes them.
                 node.pass.store(pass_id, Ordering::Relaxed);
                 node.pending.store(1, Ordering::Relaxed);
-                visited.push(node.clone());
+                // The list owns the node from here (the rollback finds it there).
+                visited.push(node);
+                let node = visited.last().expect("pushed above");
                 let edge = node.edge.lock();
                 let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
                 for p in edge.parents.iter().flatten().filter_map(Parent::interior) {
@@ -289,9 +297,9 @@ fn rollback(visited: &[Arc<Node>], pass_id: u64) {
 /// thread keeps one heavy node only when it has nothing else to do, so parallelism does not
 /// depend on how the loss was joined (`concat`, `stack`, a chain of adds). A spawned node is
 /// ready (its counter drained), so no task ever waits for a gradient.
-fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
+fn drain<'s>(start: Ready, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
     let mut local = vec![start];
-    while let Some(node) = local.pop() {
+    while let Some((node, handed)) = local.pop() {
         // Acquire: pairs with the Release store of the task that failed.
         if pass.failed.load(Ordering::Acquire) {
             return;
@@ -299,56 +307,62 @@ fn drain<'s>(start: Arc<Node>, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>)
         // On the pool, a record keeps its kernels on this thread while the pass has a task
         // for every pool thread. Relaxed: a hint (a stale count only splits a kernel or not).
         let keep = scope.map(|_| pass.tasks.load(Ordering::Relaxed) >= pass.threads);
-        match fire(&node, pass, keep) {
-            Ok(ready) => match scope {
-                Some(scope) => {
-                    let mut heavy: SmallVec<[Arc<Node>; 4]> = SmallVec::new();
-                    for next in ready {
-                        if next.work >= ASYNC_WORK_THRESHOLD {
-                            heavy.push(next);
-                        } else {
-                            local.push(next);
-                        }
-                    }
-                    let keep = if local.is_empty() { heavy.pop() } else { None };
-                    for next in heavy {
-                        // Relaxed (both): as above.
-                        pass.tasks.fetch_add(1, Ordering::Relaxed);
-                        scope.spawn(move |s| {
-                            drain(next, pass, Some(s));
-                            pass.tasks.fetch_sub(1, Ordering::Relaxed);
-                        });
-                    }
-                    local.extend(keep);
-                }
-                None => {
-                    for next in ready {
-                        local.push(next);
-                    }
-                }
-            },
-            Err(e) => {
-                pass.error.lock().get_or_insert(e);
-                pass.failed.store(true, Ordering::Release);
-                return;
+        let before = local.len();
+        // `fire` pushes the operands it readied onto `local`, in operand order.
+        if let Err(e) = fire(&node, handed, pass, keep, &mut local) {
+            pass.error.lock().get_or_insert(e);
+            pass.failed.store(true, Ordering::Release);
+            return;
+        }
+        let Some(scope) = scope else { continue };
+        if !local[before..].iter().any(|(n, _)| n.heavy) {
+            continue;
+        }
+        let mut heavy: SmallVec<[Ready; 4]> = SmallVec::new();
+        let fired: SmallVec<[Ready; 4]> = local.drain(before..).collect();
+        for next in fired {
+            if next.0.heavy {
+                heavy.push(next);
+            } else {
+                local.push(next);
             }
         }
+        let keep = if local.is_empty() { heavy.pop() } else { None };
+        for next in heavy {
+            // Relaxed (both): as above.
+            pass.tasks.fetch_add(1, Ordering::Relaxed);
+            scope.spawn(move |s| {
+                drain(next, pass, Some(s));
+                pass.tasks.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        local.extend(keep);
     }
 }
 
-/// Runs one node's record with its complete gradient, delivers the operand gradients and
-/// returns the operands that became ready. `keep_kernels`: on the pool, whether the record's
-/// kernels stay on this thread (`None`: off the pool, leave the setting alone).
-fn fire(node: &Arc<Node>, pass: &Pass, keep_kernels: Option<bool>) -> Result<SmallVec<[Arc<Node>; 4]>> {
+/// Runs one node's record with its complete gradient (`handed`, or the accumulator's), delivers
+/// the operand gradients and pushes the operands that became ready onto `ready`.
+/// `keep_kernels`: on the pool, whether the record's kernels stay on this thread (`None`: off
+/// the pool, leave the setting alone).
+fn fire(
+    node: &Arc<Node>,
+    handed: Option<Tensor>,
+    pass: &Pass,
+    keep_kernels: Option<bool>,
+    ready: &mut Vec<Ready>,
+) -> Result<()> {
     let options = &pass.options;
     // Relaxed: only this thread touches the node while it runs.
     node.state.store(RUNNING, Ordering::Relaxed);
     let capture = pass.capture.as_ref();
-    let gy = {
+    // A capturing pass keeps no gradient on the node (it writes no `.grad` anywhere).
+    let retain = capture.is_none() && node.flags.load(Ordering::Relaxed) & RETAIN != 0;
+    let gy = if handed.is_some() && !retain {
+        handed
+    } else {
         let mut slot = node.grad.lock();
-        let g = slot.acc.take().map(|b| *b);
-        // A capturing pass keeps no gradient on the node (it writes no `.grad` anywhere).
-        if capture.is_none() && node.retain.load(Ordering::Relaxed) {
+        let g = handed.or_else(|| slot.acc.take().map(|b| *b));
+        if retain {
             if let Some(g) = &g {
                 let extra = slot.extra_mut();
                 let kept = match extra.retained.take() {
@@ -381,38 +395,54 @@ fn fire(node: &Arc<Node>, pass: &Pass, keep_kernels: Option<bool>) -> Result<Sma
             None => run_record(&*edge.record, &cx, gy)?,
             Some(keep) => crate::parallel::with_kernels_on_this_thread(keep, || run_record(&*edge.record, &cx, gy))?,
         };
-        check(edge.record.name(), &parents, &mut out, options.detect_anomaly)?;
+        check(&*edge.record, &parents, &mut out, options.detect_anomaly)?;
         grads = Some(out);
     }
-    let mut ready = SmallVec::new();
-    for (i, parent) in parents.iter().enumerate() {
+    let needs: SmallVec<[bool; 2]> = (0..parents.len()).map(|i| cx.needs_grad(i)).collect();
+    // Without `retain_graph` the edge is released here: its operand links move onto the ready
+    // list (no reference-count traffic), and its record with the saved tensors is freed below.
+    let mut released;
+    let links = if pass.retain {
+        released = None;
+        parents
+    } else {
+        drop(parents);
+        released = edge_slot.take();
+        let edge = released.as_mut().expect("a prepared node keeps its edge until it fires");
+        let mut links: SmallVec<[Option<Held<'_>>; 2]> = SmallVec::new();
+        for p in edge.parents.drain(..) {
+            links.push(p.and_then(Parent::into_held));
+        }
+        links
+    };
+    for (i, parent) in links.into_iter().enumerate() {
         let Some(parent) = parent else { continue };
-        let delivered = grads.as_mut().and_then(|gs| gs[i].take()).filter(|_| cx.needs_grad(i));
+        let delivered = grads.as_mut().and_then(|gs| gs[i].take()).filter(|_| needs[i]);
         let got = delivered.is_some();
+        let mut handed = None;
         match (capture, delivered) {
-            (Some(c), Some(g)) if parent.leaf => c.deliver(parent, &g, options.create_graph)?,
-            (_, Some(g)) => accumulate(parent, g, options.create_graph)?,
+            (Some(c), Some(g)) if parent.leaf => c.deliver(&parent, &g, options.create_graph)?,
+            (_, Some(g)) if !parent.leaf => handed = hand_or_accumulate(&parent, g, options.create_graph)?,
+            (_, Some(g)) => accumulate(&parent, g, options.create_graph)?,
             (_, None) => {}
         }
         if parent.leaf && !pass.leaves.is_empty() {
-            pass.leaves.arrive(parent, got)?;
+            pass.leaves.arrive(&parent, got)?;
         }
         // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
         // every contribution the other threads delivered before their decrements.
         if !parent.leaf && parent.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            ready.push(Arc::clone(parent));
+            ready.push((parent.into_owned(), handed));
+        } else {
+            debug_assert!(handed.is_none(), "a gradient is handed over only with the last contribution");
         }
     }
-    drop(parents);
-    if !pass.retain {
-        // Frees the saved tensors and the links to the operands as the pass runs.
-        *edge_slot = None;
-    }
     drop(edge_slot);
+    drop(released);
     node.pass.store(0, Ordering::Relaxed);
     // Release: a later pass's Acquire CAS on the state sees everything this firing did.
     node.state.store(IDLE, Ordering::Release);
-    Ok(ready)
+    Ok(())
 }
 
 /// Runs a record, turning a panic in it (user code: a custom op's backward, a checkpointed
@@ -438,27 +468,52 @@ fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Gra
 /// Validates a record's output before any of it is delivered, and sums each gradient that
 /// arrives in a broadcast of its operand's shape back to that shape (the one place broadcast
 /// gradients are reduced; records never do it themselves).
-fn check(op: &'static str, parents: &[Option<Held<'_>>], grads: &mut [Option<Tensor>], anomaly: bool) -> Result<()> {
+fn check(
+    record: &dyn Backward,
+    parents: &[Option<Held<'_>>],
+    grads: &mut [Option<Tensor>],
+    anomaly: bool,
+) -> Result<()> {
     if grads.len() != parents.len() {
-        return fail(ErrorKind::MissingBackwardGradient { op, operand: grads.len().min(parents.len()) });
+        let operand = grads.len().min(parents.len());
+        return fail(ErrorKind::MissingBackwardGradient { op: record.name(), operand });
     }
     for (i, (p, g)) in parents.iter().zip(grads.iter_mut()).enumerate() {
         let (Some(p), Some(g)) = (p, g) else { continue };
-        if g.shape() != &p.shape[..] && expandable(&p.shape, g.shape()) {
+        if same_shape(g.shape(), &p.shape) {
+            // The common case: nothing to sum or to report.
+        } else if expandable(&p.shape, g.shape()) {
             *g = sum_to(g, &p.shape)?;
-        } else if g.shape() != &p.shape[..] {
+        } else {
             return fail(ErrorKind::GradientShapeMismatch {
-                op,
+                op: record.name(),
                 operand: i,
                 expected: p.shape.to_vec(),
                 got: g.shape().to_vec(),
             });
         }
         if anomaly && g.with_data(|d| d.iter().any(|v| !v.is_finite())) {
-            return fail(ErrorKind::AnomalyDetected { op, operand: i });
+            return fail(ErrorKind::AnomalyDetected { op: record.name(), operand: i });
         }
     }
     Ok(())
+}
+
+/// Delivers a contribution to an interior node: hands it back (`Some`) when it is the node's
+/// whole gradient — the last contribution the pass counted, with nothing accumulated before it
+/// — so the caller fires the node with it directly; else adds it to the accumulator (`None`).
+///
+/// # Errors
+/// As [`accumulate`].
+fn hand_or_accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result<Option<Tensor>> {
+    // Acquire: pairs with the AcqRel decrements of the node's other contributions, so when
+    // this one is the last outstanding (1), their accumulations are visible below. Nothing can
+    // add to the node after it: every other contribution has been delivered.
+    if node.pending.load(Ordering::Acquire) == 1 && node.grad.lock().acc.is_none() {
+        return Ok(Some(g));
+    }
+    accumulate(node, g, differentiable)?;
+    Ok(None)
 }
 
 /// Adds a contribution to a node's accumulator under its lock.

@@ -7,8 +7,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use smallvec::SmallVec;
-
 use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE};
 use crate::error::{fail, ErrorKind, Result};
 use crate::tensor::Storage;
@@ -29,7 +27,7 @@ impl Backward for Fault {
             self.failures.fetch_sub(1, Ordering::Relaxed);
             return fail(ErrorKind::InvalidArgument { op: "fault", arg: "gy", reason: "injected failure".into() });
         }
-        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+        Ok(smallvec::smallvec![Some(gy.clone())])
     }
     fn estimated_work(&self) -> usize {
         1 << 23 // heavy, so pooled passes may run it on another thread
@@ -245,7 +243,7 @@ impl Backward for Gate {
             std::thread::sleep(std::time::Duration::from_millis(2));
             return fail(ErrorKind::InvalidArgument { op: "gate", arg: "gy", reason: "injected failure".into() });
         }
-        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+        Ok(smallvec::smallvec![Some(gy.clone())])
     }
 }
 

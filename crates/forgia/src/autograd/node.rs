@@ -3,16 +3,22 @@
 //! op's record implements and the one funnel (`attach`) that decides whether an op result
 //! gets a node.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use super::engine::ASYNC_WORK_THRESHOLD;
 use super::mode::is_grad_enabled;
 use super::Tensor;
 use crate::error::{fail, ErrorKind, Result};
-use crate::tensor::{Array, Shape};
+use crate::tensor::Array;
+
+/// A node's shape: inline up to rank 2 (a rank-2 node is 16 bytes smaller than with the
+/// tensors' rank-4 `Shape`, which keeps W8's million nodes in a smaller allocator size class;
+/// a higher rank spills to the heap, once per node of a heavy op).
+pub(super) type NodeShape = SmallVec<[usize; 2]>;
 
 /// Gradients a record returns, one slot per operand (`None`: no contribution).
 pub(crate) type Grads = SmallVec<[Option<Tensor>; 2]>;
@@ -135,6 +141,14 @@ impl Parent {
         }
     }
 
+    /// The operand's node, moved out of the link (`None` for a leaf that was dropped).
+    pub(super) fn into_held(self) -> Option<Held<'static>> {
+        match self {
+            Parent::Interior(n) => Some(Held::Owned(n)),
+            Parent::Leaf(w) => w.upgrade().map(Held::Owned),
+        }
+    }
+
     fn into_interior(self) -> Option<Arc<Node>> {
         match self {
             Parent::Interior(n) => Some(n),
@@ -147,6 +161,11 @@ impl Parent {
 pub(super) const IDLE: u8 = 0;
 pub(super) const PENDING: u8 = 1;
 pub(super) const RUNNING: u8 = 2;
+
+/// Node flag: a non-retained pass with this node as an output completed.
+pub(super) const DONE: u8 = 1;
+/// Node flag: `retain_grad` was asked for.
+pub(super) const RETAIN: u8 = 2;
 
 /// The gradient slots of a node.
 #[derive(Default)]
@@ -192,9 +211,10 @@ impl GradSlot {
 
 /// One node of the implicit graph. Owned by `Arc`: the values that point at it keep it alive.
 pub(crate) struct Node {
-    pub(super) shape: Shape,
+    pub(super) shape: NodeShape,
     pub(super) name: &'static str,
-    pub(super) work: usize,
+    /// The record's `estimated_work()` reaches `ASYNC_WORK_THRESHOLD`: worth a pool task.
+    pub(super) heavy: bool,
     pub(super) leaf: bool,
     pub(super) grad: Mutex<GradSlot>,
     /// Consumer edges not yet delivered in the current pass.
@@ -202,33 +222,31 @@ pub(crate) struct Node {
     pub(super) state: AtomicU8,
     /// The id of the pass that counted this node (0 when idle).
     pub(super) pass: AtomicU64,
-    /// Set when a non-retained pass with this node as an output completed.
-    pub(super) done: AtomicBool,
-    pub(super) retain: AtomicBool,
+    /// [`DONE`] and [`RETAIN`] (one byte for both keeps the node in its size class).
+    pub(super) flags: AtomicU8,
     /// `None` for a leaf, and for an interior node whose record a pass released.
     pub(super) edge: Mutex<Option<Edge>>,
 }
 
 impl Node {
-    fn new(shape: &[usize], name: &'static str, work: usize, edge: Option<Edge>) -> Node {
+    fn new(shape: &[usize], name: &'static str, heavy: bool, edge: Option<Edge>) -> Node {
         Node {
-            shape: Shape::from_slice(shape),
+            shape: NodeShape::from_slice(shape),
             name,
-            work,
+            heavy,
             leaf: edge.is_none(),
             grad: Mutex::new(GradSlot::default()),
             pending: AtomicU32::new(0),
             state: AtomicU8::new(IDLE),
             pass: AtomicU64::new(0),
-            done: AtomicBool::new(false),
-            retain: AtomicBool::new(false),
+            flags: AtomicU8::new(0),
             edge: Mutex::new(edge),
         }
     }
 
     /// A leaf node (a variable).
     pub(crate) fn leaf(shape: &[usize]) -> Node {
-        Node::new(shape, "variable", 0, None)
+        Node::new(shape, "variable", false, None)
     }
 
     /// True for a variable's node.
@@ -266,18 +284,41 @@ impl Drop for Node {
 /// mode is off or no operand has a node, and otherwise attaches a node holding the record
 /// built by `record` (built lazily, so the inference path clones nothing).
 pub(crate) fn attach<R: Backward + 'static>(value: Tensor, inputs: &[&Tensor], record: impl FnOnce() -> R) -> Tensor {
+    attach_saving_output(value, inputs, |_| record())
+}
+
+/// [`attach`] for a record that keeps the op's own output: `record` is handed the value (and
+/// still runs only when a node is made).
+pub(crate) fn attach_saving_output<R: Backward + 'static>(
+    value: Tensor,
+    inputs: &[&Tensor],
+    record: impl FnOnce(&Tensor) -> R,
+) -> Tensor {
     if !is_grad_enabled() || inputs.iter().all(|t| t.node.is_none()) {
         return value;
     }
-    let record = record();
-    let (name, work) = (record.name(), record.estimated_work());
+    let record = record(&value);
+    let (name, heavy) = (record.name(), record.estimated_work() >= ASYNC_WORK_THRESHOLD);
     let mut parents = SmallVec::new();
     for t in inputs {
         parents.push(t.node.as_ref().map(Parent::new));
     }
     let edge = Edge { parents, record: Box::new(record) };
-    let node = Node::new(value.shape(), name, work, Some(edge));
+    let node = Node::new(value.shape(), name, heavy, Some(edge));
     let mut out = value;
     out.node = Some(Arc::new(node));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Node;
+
+    /// W8 keeps a million nodes alive between forward and backward: with its two `Arc`
+    /// counts a node fits mimalloc's 160-byte size class (it took the 192-byte one).
+    #[test]
+    fn a_node_and_its_arc_counts_fit_in_160_bytes() {
+        let size = std::mem::size_of::<Node>() + 2 * std::mem::size_of::<usize>();
+        assert!(size <= 160, "Arc<Node> allocations are {size} bytes");
+    }
 }

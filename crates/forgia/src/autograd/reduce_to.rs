@@ -61,7 +61,7 @@ impl Backward for SumTo {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(expand_to(gy, &self.from)), 1))
+        Ok(smallvec::smallvec![Some(expand_to(gy, &self.from))])
     }
 }
 
@@ -76,6 +76,6 @@ impl Backward for ExpandTo {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(sum_to(gy, &self.to)?), 1))
+        Ok(smallvec::smallvec![Some(sum_to(gy, &self.to)?)])
     }
 }

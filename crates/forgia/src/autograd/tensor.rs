@@ -78,6 +78,16 @@ impl Tensor {
         Array::from_parts(data, shape).into()
     }
 
+    /// A fresh contiguous constant of `shape` whose every element `fill` writes (see
+    /// [`Array::filled`]: one allocation when small).
+    ///
+    /// # Errors
+    /// `OutOfMemory` when the buffer cannot be allocated.
+    #[inline]
+    pub(crate) fn filled(op: &'static str, shape: &[usize], fill: impl FnOnce(&mut [f32])) -> Result<Tensor> {
+        Ok(Array::filled(op, shape, fill)?.into())
+    }
+
     /// A new constant sharing this tensor's storage under another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         self.value.with_layout(layout).into()
@@ -98,6 +108,11 @@ impl Tensor {
     /// A constant of `f` of the stored elements (see [`Array::map_stored`]).
     pub(crate) fn map_stored(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Vec<f32>>) -> Tensor {
         self.value.map_stored(op, f).into()
+    }
+
+    /// A constant of `f(stored elements, output)` (see [`Array::map_stored_into`]).
+    pub(crate) fn map_stored_into(&self, op: &'static str, f: impl FnOnce(&[f32], &mut [f32])) -> Tensor {
+        self.value.map_stored_into(op, f).into()
     }
 
     /// The same values without a gradient node: the graph is cut here. Shares storage (for a

@@ -58,7 +58,7 @@ impl Backward for Flaky {
             self.failures.fetch_sub(1, Ordering::Relaxed);
             return fail(ErrorKind::InvalidArgument { op: "flaky", arg: "gy", reason: "injected failure".into() });
         }
-        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+        Ok(smallvec::smallvec![Some(gy.clone())])
     }
 }
 
@@ -144,7 +144,7 @@ impl Backward for WrongTanh {
         "wrong_tanh"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.mul(&self.y.scale(-1.0).add_scalar(1.0))?), 1))
+        Ok(smallvec::smallvec![Some(gy.mul(&self.y.scale(-1.0).add_scalar(1.0))?)])
     }
 }
 
@@ -274,7 +274,7 @@ impl Backward for Heavy {
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         self.seen.lock().push(crate::parallel::kernel_threads());
         std::thread::sleep(std::time::Duration::from_millis(5));
-        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+        Ok(smallvec::smallvec![Some(gy.clone())])
     }
     fn estimated_work(&self) -> usize {
         super::engine::ASYNC_WORK_THRESHOLD

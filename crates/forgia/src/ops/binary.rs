@@ -7,7 +7,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
-use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::layout::{broadcast_shapes, same_shape};
 use crate::tensor::{names, Array, Names, Saved, Shape};
 
 /// Output names of a broadcasting op: the operands' names aligned from the right
@@ -23,13 +23,12 @@ pub(crate) fn broadcast_map(
     b: &Array,
     f: impl Fn(f32, f32) -> f32 + Sync,
 ) -> Result<Tensor> {
-    if a.shape() == b.shape() {
+    if same_shape(a.shape(), b.shape()) {
         // The common case of equal, packed operands: one packed zip, no broadcast layouts.
         if let (Some(ra), Some(rb)) = (a.layout.contiguous_range(), b.layout.contiguous_range()) {
             let (sa, sb) = (a.storage(), b.storage());
-            let mut data = crate::tensor::buffer(op, ra.len())?;
-            pointwise::zip(&sa.as_slice()[ra], &sb.as_slice()[rb], &mut data, f);
-            let mut out = Tensor::from_parts(data, a.shape());
+            let mut out =
+                Tensor::filled(op, a.shape(), |out| pointwise::zip(&sa.as_slice()[ra], &sb.as_slice()[rb], out, f))?;
             if a.names.is_some() || b.names.is_some() {
                 out.names = broadcast_names(op, a, b, a.rank())?;
             }
@@ -55,7 +54,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn add(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("add", self, other, |a, b| a + b)?;
-        Ok(attach(out, &[self, other], || AddBackward { sign: 1.0 }))
+        Ok(attach(out, &[self, other], || AddBackward))
     }
 
     /// `a - b` with broadcasting.
@@ -66,7 +65,7 @@ impl Tensor {
     /// `ShapeMismatch` when the shapes do not broadcast.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
         let out = broadcast_map("sub", self, other, |a, b| a - b)?;
-        Ok(attach(out, &[self, other], || AddBackward { sign: -1.0 }))
+        Ok(attach(out, &[self, other], || SubBackward))
     }
 
     /// `a * b` elementwise with broadcasting.
@@ -161,11 +160,7 @@ impl Tensor {
 
 /// `f(x)` elementwise for an affine `f` whose slope is `slope`; names carried over.
 fn scalar_map(x: &Tensor, f: impl Fn(f32) -> f32 + Sync, slope: f32) -> Tensor {
-    let out = x.map_stored("scale", |d| {
-        let mut out = crate::tensor::buffer("scale", d.len())?;
-        pointwise::map(d, &mut out, f);
-        Ok(out)
-    });
+    let out = x.map_stored_into("scale", |d, out| pointwise::map(d, out, f));
     attach(out, &[x], || ScaleBackward { s: slope })
 }
 
@@ -175,7 +170,7 @@ pub(crate) struct Shapes(Option<Box<[Shape; 2]>>);
 
 impl Shapes {
     pub(crate) fn new(a: &Tensor, b: &Tensor) -> Shapes {
-        if a.shape() == b.shape() {
+        if same_shape(a.shape(), b.shape()) {
             Shapes(None)
         } else {
             Shapes(Some(Box::new([a.shape().into(), b.shape().into()])))
@@ -228,28 +223,29 @@ impl Partners {
     }
 }
 
-struct AddBackward {
-    sign: f32,
-}
+/// `add`'s record. A unit struct, as `sub`'s: boxing a zero-sized record allocates nothing.
+struct AddBackward;
 
 impl Backward for AddBackward {
     fn name(&self) -> &'static str {
-        if self.sign > 0.0 {
-            "add"
-        } else {
-            "sub"
-        }
+        "add"
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = smallvec::smallvec![None, None];
-        if cx.needs_grad(0) {
-            out[0] = Some(gy.clone());
-        }
-        if cx.needs_grad(1) {
-            out[1] = Some(if self.sign < 0.0 { gy.scale(-1.0) } else { gy.clone() });
-        }
-        Ok(out)
+        Ok(smallvec::smallvec![cx.needs_grad(0).then(|| gy.clone()), cx.needs_grad(1).then(|| gy.clone())])
+    }
+}
+
+/// `sub`'s record.
+struct SubBackward;
+
+impl Backward for SubBackward {
+    fn name(&self) -> &'static str {
+        "sub"
+    }
+
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        Ok(smallvec::smallvec![cx.needs_grad(0).then(|| gy.clone()), cx.needs_grad(1).then(|| gy.scale(-1.0))])
     }
 }
 
@@ -274,9 +270,7 @@ impl Backward for MulBackward {
                     let partner = partner.expect(kept);
                     out[i] = Some(partner.try_with_data("mul", gy.shape(), |p| {
                         gy.try_with_data("mul", |g| {
-                            let mut data = crate::tensor::buffer("mul", g.len())?;
-                            pointwise::zip(g, p, &mut data, |g, p| g * p);
-                            Ok(Tensor::from_parts(data, gy.shape()))
+                            Tensor::filled("mul", gy.shape(), |out| pointwise::zip(g, p, out, |g, p| g * p))
                         })
                     })?);
                 }

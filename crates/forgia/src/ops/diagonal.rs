@@ -2,8 +2,6 @@
 //! view), `diag` (both directions), `diag_embed` and `trace`. `diagonal` and the private
 //! `diagonal_scatter` are each other's backward, so every order of derivative works.
 
-use smallvec::SmallVec;
-
 use super::unary::constant_map;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -175,7 +173,7 @@ impl Backward for DiagonalBackward {
         "diagonal"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(diagonal_scatter(gy, &self.in_shape, self.offset, self.d1, self.d2)?), 1))
+        Ok(smallvec::smallvec![Some(diagonal_scatter(gy, &self.in_shape, self.offset, self.d1, self.d2)?)])
     }
 }
 
@@ -189,6 +187,6 @@ impl Backward for DiagonalScatterBackward {
         "diagonal_scatter"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.diagonal(self.offset, self.d1 as isize, self.d2 as isize)?), 1))
+        Ok(smallvec::smallvec![Some(gy.diagonal(self.offset, self.d1 as isize, self.d2 as isize)?)])
     }
 }

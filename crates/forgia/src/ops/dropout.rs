@@ -2,8 +2,6 @@
 //! only the seed and `p`, and regenerates the mask in backward. Replaying a block with the
 //! same seed (checkpointing) gives bitwise identical values and gradients.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{check, Result};
@@ -62,6 +60,6 @@ impl Backward for DropoutBackward {
         let mut mask = crate::tensor::zeroed("dropout", n)?;
         k::apply(None, self.seed, self.p, scale(self.p), &mut mask);
         let mask = Tensor::from_parts(mask, &self.shape);
-        Ok(SmallVec::from_elem(Some(gy.mul(&mask)?), 1))
+        Ok(smallvec::smallvec![Some(gy.mul(&mask)?)])
     }
 }

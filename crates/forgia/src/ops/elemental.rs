@@ -134,7 +134,7 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
             }
             _ => gx,
         };
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 }
 

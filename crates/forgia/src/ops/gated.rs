@@ -139,7 +139,7 @@ impl<R: UnaryRule + Copy> Backward for GatedBackward<R> {
             Operands::Fused { x, axis } => {
                 let (value, gate) = halves(self.op, &cx.input(0, x), *axis)?;
                 let (gv, gg) = self.grads(cx, &value, &gate, gy)?;
-                Ok(SmallVec::from_elem(Some(Tensor::concat(&[&gv, &gg], *axis)?), 1))
+                Ok(smallvec::smallvec![Some(Tensor::concat(&[&gv, &gg], *axis)?)])
             }
         }
     }

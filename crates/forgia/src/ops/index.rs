@@ -294,7 +294,7 @@ impl Backward for IndexSelectBackward {
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let gx = Tensor::zeros(&self.in_shape)?.index_add(self.axis, &self.indices, gy)?;
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 }
 
@@ -329,7 +329,7 @@ impl Backward for GatherBackward {
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let gx = Tensor::zeros(&self.in_shape)?.scatter_add(self.axis, &self.indices, gy)?;
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 }
 

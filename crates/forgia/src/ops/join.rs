@@ -382,7 +382,7 @@ impl Backward for PadBackward {
         for (i, (&d, &(b, _))) in self.in_shape.iter().zip(&self.pads).enumerate() {
             g = g.narrow(i, b, d)?;
         }
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }
 
@@ -394,6 +394,6 @@ impl Backward for FlipBackward {
         "flip"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.flip(self.axes.clone())?), 1))
+        Ok(smallvec::smallvec![Some(gy.flip(self.axes.clone())?)])
     }
 }

@@ -14,8 +14,6 @@
 //! # Ok::<(), forgia::Error>(())
 //! ```
 
-use smallvec::SmallVec;
-
 pub use super::loss_elementwise::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cosine_embedding_loss, huber_loss, kl_div, l1_loss,
     margin_ranking_loss, mse_loss, smooth_l1_loss,
@@ -363,7 +361,7 @@ impl Backward for CrossEntropyBackward {
             k::cross_entropy_grad(d, c, &self.lse, &self.targets, self.target_values(c), scale, &mut out);
             Tensor::from_parts(out, &[n, c])
         };
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 
     fn estimated_work(&self) -> usize {
@@ -389,6 +387,6 @@ impl Backward for NllBackward {
         k::one_hot_rows(&self.targets, self.c, (0.0, -1.0), &mut hot);
         let w = row_weights(&self.targets, self.reduction, self.count);
         let gx = Tensor::from_parts(hot, &[self.n, self.c]).mul(&w)?.mul(&gy_rows(gy)?)?;
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 }

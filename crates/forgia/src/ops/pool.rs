@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -216,7 +214,7 @@ impl Backward for PoolBackward {
     /// `create_graph` pass; grad mode is off in a plain pass, so no record is built there.
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let gx = pool_map(self.map.clone(), gy, self.geom, self.planes)?;
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 
     fn estimated_work(&self) -> usize {

@@ -2,8 +2,6 @@
 //! extrema (max/min over one axis or all elements, argmax/argmin). Statistics and scans
 //! (var, logsumexp, prod, cumsum) are in `reduce_ext.rs`.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
@@ -276,7 +274,7 @@ impl Backward for ExtremumBackward {
         }
         let mask = Tensor::from_parts(mask, &self.in_shape);
         let g = expand_reduced(gy, &self.kept, &self.in_shape)?.mul(&mask)?;
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }
 
@@ -295,7 +293,7 @@ impl Backward for TiedExtremumBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
         let g = expand_reduced(gy, &[], self.weights.shape())?.mul(&Tensor::from(&self.weights))?;
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }
 
@@ -317,6 +315,6 @@ impl Backward for SumBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
         let g = if self.scale == 1.0 { gy.clone() } else { gy.scale(self.scale) };
-        Ok(SmallVec::from_elem(Some(expand_reduced(&g, &self.kept, &self.in_shape)?), 1))
+        Ok(smallvec::smallvec![Some(expand_reduced(&g, &self.kept, &self.in_shape)?)])
     }
 }

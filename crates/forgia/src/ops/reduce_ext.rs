@@ -2,8 +2,6 @@
 //! backward is written in differentiable ops (prod's has a fused fast path), so all of them
 //! support `create_graph`.
 
-use smallvec::SmallVec;
-
 use super::reduce::{expand_reduced, scalar_as_vector, Plan};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -158,7 +156,7 @@ impl Backward for VarBackward {
         let x = cx.input(0, &self.x);
         let centered = x.sub(&x.mean(self.axes.clone(), true)?)?;
         let g = expand_reduced(gy, &self.kept, x.shape())?.mul(&centered)?.scale(2.0 / self.denom);
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }
 
@@ -177,7 +175,7 @@ impl Backward for LogsumexpBackward {
         let x = cx.input(0, &self.x);
         let y = expand_reduced(&cx.output(&self.y), &self.kept, x.shape())?;
         let g = expand_reduced(gy, &self.kept, x.shape())?.mul(&x.sub(&y)?.exp())?;
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }
 
@@ -230,7 +228,7 @@ impl Backward for ProdBackward {
             Tensor::from_parts(data, self.x.shape())
         };
         let g = expand_reduced(gy, &self.kept, self.x.shape())?.mul(&exclusive)?;
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }
 
@@ -245,6 +243,6 @@ impl Backward for CumsumBackward {
     }
 
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.cumsum_dir(self.axis, !self.reverse)?), 1))
+        Ok(smallvec::smallvec![Some(gy.cumsum_dir(self.axis, !self.reverse)?)])
     }
 }

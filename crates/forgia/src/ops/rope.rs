@@ -3,8 +3,6 @@
 //! sequences). Its backward is the inverse rotation, itself this op, so it is differentiable
 //! to any order.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
@@ -146,6 +144,6 @@ impl Backward for RopeBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
         let gx = rope_signed(gy, self.base, -self.sign, (&self.positions, self.offset, self.interleaved))?;
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 }

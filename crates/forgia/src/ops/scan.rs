@@ -2,8 +2,6 @@
 //! with zeros in the input, and `cummax` / `cummin` (values and indices; the gradient flows
 //! through the indices).
 
-use smallvec::SmallVec;
-
 use super::reduce::{scalar_as_vector, Plan};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -114,7 +112,7 @@ impl Backward for CumprodBackward {
             k::cumprod_grad(plan.data.packed(), g.data.packed(), plan.outer, plan.red, plan.inner, &mut out);
             Tensor::from_parts(out, self.x.shape())
         };
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 
     fn estimated_work(&self) -> usize {

@@ -2,8 +2,6 @@
 //! step, broadcast, squeeze/unsqueeze and flatten never copy; `contiguous` copies only when
 //! the layout is not packed already.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
@@ -235,7 +233,7 @@ impl Backward for IdentityBackward {
         "contiguous"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+        Ok(smallvec::smallvec![Some(gy.clone())])
     }
 }
 
@@ -247,7 +245,7 @@ impl Backward for ReshapeBackward {
         "reshape"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.reshape(&self.in_shape)?), 1))
+        Ok(smallvec::smallvec![Some(gy.reshape(&self.in_shape)?)])
     }
 }
 
@@ -259,7 +257,7 @@ impl Backward for PermuteBackward {
         "permute"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.permute(&self.inverse)?), 1))
+        Ok(smallvec::smallvec![Some(gy.permute(&self.inverse)?)])
     }
 }
 
@@ -271,7 +269,7 @@ impl Backward for ExpandBackward {
         "broadcast_to"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.clone()), 1))
+        Ok(smallvec::smallvec![Some(gy.clone())])
     }
 }
 
@@ -287,7 +285,7 @@ impl Backward for NarrowBackward {
     }
     /// `gx = zeros(x.shape)` with `gy` written at the sliced positions.
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(slice_scatter(gy, &self.in_shape, self.axis, self.start, self.step)?), 1))
+        Ok(smallvec::smallvec![Some(slice_scatter(gy, &self.in_shape, self.axis, self.start, self.step)?)])
     }
 }
 
@@ -314,6 +312,6 @@ impl Backward for SliceScatterBackward {
         "slice_scatter"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.strided_slice(self.axis, self.start, self.len, self.step)), 1))
+        Ok(smallvec::smallvec![Some(gy.strided_slice(self.axis, self.start, self.len, self.step))])
     }
 }

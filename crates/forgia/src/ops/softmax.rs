@@ -2,8 +2,6 @@
 //! an additive and a boolean mask first; a line masked out entirely gives zeros), numerically
 //! stable (each line is shifted by its maximum). The records read only the saved output.
 
-use smallvec::SmallVec;
-
 use super::reduce::{scalar_as_vector, Plan};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -190,7 +188,7 @@ impl Backward for SoftmaxBackward {
             );
             Tensor::from_parts(data, gy.shape())
         };
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 
     fn estimated_work(&self) -> usize {

@@ -8,8 +8,6 @@
 //! (`gx = zeros(x.shape).scatter_add(axis, idx, gy)`), which is itself differentiable (its
 //! backward is a gather), so second order works.
 
-use smallvec::SmallVec;
-
 use super::reduce::scalar_as_vector;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -276,7 +274,7 @@ impl Backward for TakeBackward {
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let gy = gy.reshape(self.indices.shape())?;
         let gx = Tensor::zeros(&self.in_shape)?.scatter_add(self.axis, &self.indices, &gy)?;
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 }
 
@@ -293,6 +291,6 @@ impl Backward for TiedBackward {
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let w = Tensor::from(&self.weights);
         let g = gy.reshape(&vec![1; w.rank()])?.broadcast_to(w.shape())?.mul(&w)?;
-        Ok(SmallVec::from_elem(Some(g), 1))
+        Ok(smallvec::smallvec![Some(g)])
     }
 }

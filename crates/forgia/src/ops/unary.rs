@@ -4,7 +4,7 @@
 //! Activations (sigmoid, relu, gelu, …) live in `activation.rs` and use the same machinery.
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, attach_saving_output, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::{fastmath, pointwise};
 use crate::tensor::Saved;
@@ -25,18 +25,20 @@ pub(crate) trait UnaryRule: Send + Sync + 'static {
 
 /// Applies a rule: the forward kernel, then the funnel with the rule's record.
 pub(crate) fn unary<R: UnaryRule>(x: &Tensor, rule: R) -> Tensor {
-    let y = x.map_stored(R::NAME, |d| {
-        let mut y = crate::tensor::buffer(R::NAME, d.len())?;
+    let y = x.map_stored_into(R::NAME, |d, y| {
         pointwise::map(
             d,
-            &mut y,
+            y,
             #[inline(always)]
             |v| rule.f(v),
-        );
-        Ok(y)
+        )
     });
-    let saved = if R::USES_OUTPUT { y.detach() } else { x.detach() };
-    attach(y, &[x], move || UnaryBackward { rule, saved: Saved::new(&saved) })
+    // The record saves the output or the input (a value, never a node), and only when it is made.
+    if R::USES_OUTPUT {
+        attach_saving_output(y, &[x], move |y| UnaryBackward { rule, saved: Saved::new(y) })
+    } else {
+        attach(y, &[x], move || UnaryBackward { rule, saved: Saved::new(x) })
+    }
 }
 
 struct UnaryBackward<R> {
@@ -58,15 +60,15 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
         } else {
             self.saved.try_with_data(R::NAME, gy.shape(), |s| {
                 gy.try_with_data(R::NAME, |g| {
-                    let mut gx = crate::tensor::buffer(R::NAME, g.len())?;
-                    pointwise::zip(
-                        g,
-                        s,
-                        &mut gx,
-                        #[inline(always)]
-                        |g, s| g * self.rule.df(s),
-                    );
-                    Ok(Tensor::from_parts(gx, gy.shape()))
+                    Tensor::filled(R::NAME, gy.shape(), |gx| {
+                        pointwise::zip(
+                            g,
+                            s,
+                            gx,
+                            #[inline(always)]
+                            |g, s| g * self.rule.df(s),
+                        )
+                    })
                 })
             })?
         };

@@ -2,8 +2,6 @@
 //! windows of a batched image as columns, and back, summing overlaps. Each is the other's
 //! adjoint, and so each other's backward: every order of derivative works.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -152,7 +150,7 @@ impl Backward for UnfoldBackward {
         "unfold"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.fold(self.image, self.options)?), 1))
+        Ok(smallvec::smallvec![Some(gy.fold(self.image, self.options)?)])
     }
 }
 
@@ -164,6 +162,6 @@ impl Backward for FoldBackward {
         "fold"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(SmallVec::from_elem(Some(gy.unfold(self.options)?), 1))
+        Ok(smallvec::smallvec![Some(gy.unfold(self.options)?)])
     }
 }

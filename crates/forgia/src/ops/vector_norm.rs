@@ -2,8 +2,6 @@
 //! 0), and the ops built on them: `cosine_similarity` and `normalize` (PyTorch's `eps`
 //! semantics). Records are written in differentiable ops, so every order works.
 
-use smallvec::SmallVec;
-
 use super::unary::constant_map;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -161,7 +159,7 @@ impl Backward for NormBackward {
             };
             gy.mul(&scaled.mul(&live)?)?
         };
-        Ok(SmallVec::from_elem(Some(gx), 1))
+        Ok(smallvec::smallvec![Some(gx)])
     }
 
     fn estimated_work(&self) -> usize {

@@ -40,6 +40,13 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Strides {
     strides
 }
 
+/// True when two shapes are equal, compared element by element: slice equality calls
+/// `memcmp`, a call per comparison on every op's path for shapes of a few dims.
+#[inline]
+pub(crate) fn same_shape(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Shape, strides and offset into the storage.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Layout {

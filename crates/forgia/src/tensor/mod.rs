@@ -77,6 +77,18 @@ impl Array {
         Array::from_storage(Arc::new(Storage::new(data)), Layout::contiguous(shape))
     }
 
+    /// A fresh contiguous array of `shape` whose every element `fill` writes (it is handed
+    /// unspecified values): one allocation for a small array (see [`Storage::filled`]).
+    ///
+    /// # Errors
+    /// `OutOfMemory` as [`alloc`].
+    #[inline]
+    pub(crate) fn filled(op: &'static str, shape: &[usize], fill: impl FnOnce(&mut [f32])) -> Result<Array> {
+        debug_assert!(Size::of("filled", shape).is_ok(), "unchecked shape {shape:?}");
+        let storage = Storage::filled(op, layout::numel(shape), fill)?;
+        Ok(Array::from_storage(storage, Layout::contiguous(shape)))
+    }
+
     /// A fresh value cell over this array's values (packed row-major): the value of a new
     /// variable.
     pub(crate) fn new_variable(&self) -> Array {
@@ -265,16 +277,32 @@ impl Array {
     /// # Panics
     /// Only when memory cannot hold a copy of the stored elements (like any `Vec`).
     pub(crate) fn map_stored(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Vec<f32>>) -> Array {
+        self.map_stored_storage(op, |d| Ok(Arc::new(Storage::new(f(d)?))))
+    }
+
+    /// [`Array::map_stored`] for a map that writes into the output it is handed, `f(input,
+    /// output)` (every output element written): a small result is then one allocation.
+    ///
+    /// # Panics
+    /// As [`Array::map_stored`].
+    pub(crate) fn map_stored_into(&self, op: &'static str, f: impl FnOnce(&[f32], &mut [f32])) -> Array {
+        self.map_stored_storage(op, |d| Storage::filled(op, d.len(), |out| f(d, out)))
+    }
+
+    /// The common body of the two above: `f` makes the storage of the mapped stored elements.
+    fn map_stored_storage(&self, op: &'static str, f: impl FnOnce(&[f32]) -> Result<Arc<Storage>>) -> Array {
         if !self.layout.strides.contains(&0) {
             // Nothing is broadcast (the common case): map the elements as they are.
-            let data = self.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
-            let mut out = Array::from_parts(data, self.shape());
+            let storage = self.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
+            debug_assert_eq!(storage.as_slice().len(), self.numel());
+            let mut out = Array::from_storage(storage, Layout::contiguous(self.shape()));
             out.names = self.names.clone();
             return out;
         }
         let (src, repeats) = self.stored();
-        let data = src.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
-        let out = Array::from_parts(data, src.shape());
+        let storage = src.try_with_data(op, f).unwrap_or_else(|e| panic!("{e}"));
+        debug_assert_eq!(storage.as_slice().len(), src.numel());
+        let out = Array::from_storage(storage, Layout::contiguous(src.shape()));
         let out = if repeats == 1 { out } else { out.with_layout(out.layout.broadcast_to(self.shape())) };
         let mut out = out;
         out.names = self.names.clone();

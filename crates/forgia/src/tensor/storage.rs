@@ -243,37 +243,92 @@ pub fn clear_buffer_cache() {
     *CACHE.lock() = None;
 }
 
+/// Elements a [`Storage`] holds inline, in the same allocation as its `Arc` counts (64 bytes,
+/// one cache line). Up to this size a tensor's value costs one allocation instead of two (the
+/// `Arc<Storage>` and its buffer): scalars, losses, biases of tiny layers, and every tensor of a
+/// graph of small ops (W1 and W8, where each op makes two: its output and, in backward, its
+/// operand's gradient).
+pub(crate) const INLINE_ELEMENTS: usize = 16;
+
 /// A contiguous f32 buffer. Tensors share it through an `Arc`; views never copy it.
 #[derive(Debug)]
 pub(crate) struct Storage {
-    data: Vec<f32>,
+    buf: Buf,
+}
+
+/// Where a storage's elements are.
+#[derive(Debug)]
+enum Buf {
+    /// A buffer of its own (any length; large ones go back to the buffer cache when dropped).
+    Heap(Vec<f32>),
+    /// Up to [`INLINE_ELEMENTS`] elements inside the storage itself.
+    Inline { len: u8, data: [f32; INLINE_ELEMENTS] },
+}
+
+/// Counts `bytes` of storage as live.
+#[inline]
+fn count_live(bytes: usize) {
+    let live = LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
 }
 
 impl Storage {
     /// Takes ownership of `data` and counts its bytes as live.
     pub(crate) fn new(data: Vec<f32>) -> Self {
-        let bytes = data.capacity() * BYTES;
-        let live = LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
-        Storage { data }
+        count_live(data.capacity() * BYTES);
+        Storage { buf: Buf::Heap(data) }
     }
 
+    /// A fresh buffer of `n` elements, all written by `fill` (it is handed unspecified values:
+    /// zeros inline, a recycled buffer's stale values otherwise, see [`buffer`]). Small
+    /// buffers sit inline: one allocation for the whole value.
+    ///
+    /// # Errors
+    /// `OutOfMemory` as [`alloc`].
+    #[inline]
+    pub(crate) fn filled(op: &'static str, n: usize, fill: impl FnOnce(&mut [f32])) -> Result<std::sync::Arc<Storage>> {
+        if n <= INLINE_ELEMENTS {
+            count_live(n * BYTES);
+            // `n` fits in a u8: INLINE_ELEMENTS is below 256.
+            let mut storage = Storage { buf: Buf::Inline { len: n as u8, data: [0.0; INLINE_ELEMENTS] } };
+            fill(storage.as_mut_slice());
+            return Ok(std::sync::Arc::new(storage));
+        }
+        let mut data = buffer(op, n)?;
+        fill(&mut data);
+        Ok(std::sync::Arc::new(Storage::new(data)))
+    }
+
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[f32] {
-        &self.data
+        match &self.buf {
+            Buf::Heap(v) => v,
+            Buf::Inline { len, data } => &data[..usize::from(*len)],
+        }
     }
 
+    #[inline]
     pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
-        &mut self.data
+        match &mut self.buf {
+            Buf::Heap(v) => v,
+            Buf::Inline { len, data } => &mut data[..usize::from(*len)],
+        }
     }
 }
 
 impl Drop for Storage {
     fn drop(&mut self) {
-        let bytes = self.data.capacity() * BYTES;
-        LIVE_BYTES.fetch_sub(bytes, Ordering::Relaxed);
-        // Small buffers (most of a graph of tiny ops) are freed as they were, untouched.
-        if self.data.len() >= CACHE_MIN_ELEMENTS {
-            recycle(std::mem::take(&mut self.data));
+        match &mut self.buf {
+            Buf::Heap(data) => {
+                LIVE_BYTES.fetch_sub(data.capacity() * BYTES, Ordering::Relaxed);
+                // Small buffers (most of a graph of tiny ops) are freed as they were, untouched.
+                if data.len() >= CACHE_MIN_ELEMENTS {
+                    recycle(std::mem::take(data));
+                }
+            }
+            Buf::Inline { len, .. } => {
+                LIVE_BYTES.fetch_sub(usize::from(*len) * BYTES, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -312,6 +367,18 @@ mod tests {
         }
         drop(Storage::new(again));
         assert!(zeroed("test", n).unwrap().iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn a_small_buffer_sits_inline_and_a_larger_one_on_the_heap_with_its_bytes_counted() {
+        for n in [0, 1, INLINE_ELEMENTS, INLINE_ELEMENTS + 1, 1000] {
+            let s = Storage::filled("test", n, |d| d.iter_mut().enumerate().for_each(|(i, v)| *v = i as f32)).unwrap();
+            assert_eq!(s.as_slice().len(), n);
+            assert!(s.as_slice().iter().enumerate().all(|(i, &v)| v == i as f32));
+            assert_eq!(matches!(s.buf, Buf::Inline { .. }), n <= INLINE_ELEMENTS);
+        }
+        // An `Arc<Storage>` of inline elements stays within mimalloc's 96-byte size class.
+        assert!(std::mem::size_of::<Storage>() + 16 <= 96, "{}", std::mem::size_of::<Storage>());
     }
 
     #[test]
