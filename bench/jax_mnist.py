@@ -8,7 +8,7 @@ command line, the data split and the output lines are bench/mnist_twin.py, share
 Data:   data/mnist_5k.csv.gz (gzip CSV, no header; 784 grey levels 0..255 then the label).
         Fixed stratified split: within each digit, in file order, the first 400 rows train
         and the last 100 test (4000 / 1000). Pixels scaled to [0, 1], nothing else.
-Model:  conv 1->32 5x5 pad 2, relu, maxpool 2 -> conv 32->64 5x5 pad 2, relu, maxpool 2
+Model:  conv 1->32 5x5 pad 2, maxpool 2, relu -> conv 32->64 5x5 pad 2, maxpool 2, relu
         -> dropout 0.25 -> flatten (C,H,W order, as torch) -> linear 3136->128, relu,
         dropout 0.25 -> linear 128->10.  NCHW activations, OIHW / (out,in) weights.
 Init:   PyTorch defaults: kaiming_uniform(a=sqrt(5)) weights, i.e. U(+-1/sqrt(fan_in)),
@@ -97,8 +97,8 @@ def main():
         return jnp.where(keep, x / (1.0 - P_DROP), 0.0)
 
     def forward(p, x, key=None):
-        h = pool(jax.nn.relu(conv(x, p["c1w"], p["c1b"])))
-        h = pool(jax.nn.relu(conv(h, p["c2w"], p["c2b"])))
+        h = jax.nn.relu(pool(conv(x, p["c1w"], p["c1b"])))
+        h = jax.nn.relu(pool(conv(h, p["c2w"], p["c2b"])))
         if key is not None:
             k1, k2 = jax.random.split(key)
             h = dropout(h, k1)

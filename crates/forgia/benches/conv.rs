@@ -162,11 +162,22 @@ impl MainJob {
         MainJob { net, x, labels, opt: Adam::new(AdamConfig::adam()).unwrap(), step: 0 }
     }
 
+    /// The logits of `x` as the job's evaluation computes them (no graph, dropout off).
+    fn eval(&self, x: &Tensor) -> Tensor {
+        let _g = forgia::no_grad();
+        let n = &self.net;
+        // As the job: pool, then relu (the same values and gradients as relu, then pool).
+        let block = |c: &Conv2d, x: &Tensor| c.forward(x).unwrap().max_pool2d((2, 2), (2, 2), (0, 0)).unwrap().relu();
+        let h = block(&n.conv2, &block(&n.conv1, x)).flatten(1, -1).unwrap();
+        n.fc2.forward(&n.fc1.forward(&h).unwrap().relu()).unwrap()
+    }
+
     /// One training step as `forgia train` takes it: zero_grad, forward, loss, backward, Adam.
     fn step(&mut self) -> f32 {
         let (n, s) = (&self.net, self.step);
         self.opt.zero_grad(n);
-        let block = |c: &Conv2d, x: &Tensor| c.forward(x).unwrap().relu().max_pool2d((2, 2), (2, 2), (0, 0)).unwrap();
+        // As the job: pool, then relu (the same values and gradients as relu, then pool).
+        let block = |c: &Conv2d, x: &Tensor| c.forward(x).unwrap().max_pool2d((2, 2), (2, 2), (0, 0)).unwrap().relu();
         let h = block(&n.conv2, &block(&n.conv1, &self.x));
         let h = n.drop1.forward_with_seed(&h, n.drop1.seed_of_call(s)).unwrap().flatten(1, -1).unwrap();
         let h = n.fc1.forward(&h).unwrap().relu();
@@ -182,6 +193,9 @@ impl MainJob {
 fn main_job(c: &mut Criterion) {
     let mut job = MainJob::new();
     c.bench_function("main_job_cnn_step_b64", |b| b.iter(|| job.step()));
+    // The job's evaluation: the CNN forward on 500 test images under no_grad, dropout off.
+    let x500 = Tensor::randn(&[500, 1, 28, 28], 0.0, 1.0, &mut Rng::new(7)).unwrap();
+    c.bench_function("main_job_cnn_eval_b500", |b| b.iter(|| job.eval(&x500)));
     // Its two convolutions alone, forward and forward + backward (conv1's input needs no
     // gradient, as in the job).
     let mut rng = Rng::new(6);

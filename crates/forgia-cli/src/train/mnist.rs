@@ -3,6 +3,11 @@
 //! conv 1→32 5x5 pad 2, relu, maxpool 2 → conv 32→64 5x5 pad 2, relu, maxpool 2 → dropout
 //! 0.25 → linear 3136→128, relu, dropout 0.25 → linear 128→10; PyTorch default init, mean
 //! cross-entropy, Adam (lr 1e-3), batch 64, 10 epochs, test accuracy after each epoch.
+//!
+//! Each conv block pools before its relu: `relu(maxpool(x)) = maxpool(relu(x))` exactly (relu
+//! is monotone, so both pick the same window element, and both give it the gradient only where
+//! it is positive), so the network is the one above, value for value and gradient for
+//! gradient, with its relu on a quarter of the elements.
 
 use forgia::loss::{cross_entropy, CrossEntropyOptions};
 use forgia::nn::{visit_child, visit_child_mut, Conv2d, Dropout, Linear, Module};
@@ -60,7 +65,8 @@ impl Cnn {
         self.fc2.forward(&h)
     }
 
-    /// conv → relu → 2x2 max-pool, under activation checkpointing when asked.
+    /// conv → relu → 2x2 max-pool (computed as pool, then relu), under activation
+    /// checkpointing when asked.
     fn block(&self, conv: &Conv2d, x: &Tensor) -> forgia::Result<Tensor> {
         match (&conv.bias, self.checkpoint) {
             (Some(b), true) => {
@@ -68,13 +74,14 @@ impl Cnn {
                 forgia::checkpoint(move |xs| conv_block(&xs[0], &xs[1], &xs[2], opts), &[x, &conv.weight, b])
             }
             (Some(b), false) => conv_block(x, &conv.weight, b, conv.options),
-            (None, _) => conv.forward(x)?.relu().max_pool2d((2, 2), (2, 2), (0, 0)),
+            (None, _) => Ok(conv.forward(x)?.max_pool2d((2, 2), (2, 2), (0, 0))?.relu()),
         }
     }
 }
 
+/// conv → 2x2 max-pool → relu: the module doc's conv → relu → pool, exactly.
 fn conv_block(x: &Tensor, w: &Tensor, b: &Tensor, opts: Conv2dOptions) -> forgia::Result<Tensor> {
-    x.conv2d(w, Some(b), opts)?.relu().max_pool2d((2, 2), (2, 2), (0, 0))
+    Ok(x.conv2d(w, Some(b), opts)?.max_pool2d((2, 2), (2, 2), (0, 0))?.relu())
 }
 
 impl Module for Cnn {
@@ -256,6 +263,28 @@ mod tests {
         assert_eq!(moved[2 * IMAGE_SIDE + 1], 1.0);
         assert_eq!(moved.iter().sum::<f32>(), 1.0);
         assert_eq!(shifted(&image, -1, 0).iter().sum::<f32>(), 0.0);
+    }
+
+    #[test]
+    fn pooling_before_the_relu_gives_the_values_and_gradients_of_pooling_after_it() {
+        let pad2 = Conv2dOptions { padding: (2, 2), ..Conv2dOptions::default() };
+        let mut rng = Rng::new(11);
+        let x = Tensor::randn(&[3, 2, 8, 8], 0.0, 1.0, &mut rng).unwrap();
+        let w = Tensor::randn(&[4, 2, 5, 5], 0.0, 0.3, &mut rng).unwrap().into_variable();
+        let b = Tensor::randn(&[4], 0.0, 1.0, &mut rng).unwrap().into_variable();
+        let r = Tensor::randn(&[3, 4, 4, 4], 0.0, 1.0, &mut rng).unwrap();
+        let ours = conv_block(&x, &w, &b, pad2).unwrap();
+        ours.mul(&r).unwrap().sum_all().backward().unwrap();
+        let (gw, gb) = (w.grad().unwrap().to_vec(), b.grad().unwrap().to_vec());
+        w.zero_grad();
+        b.zero_grad();
+        let twin = x.conv2d(&w, Some(&b), pad2).unwrap().relu().max_pool2d((2, 2), (2, 2), (0, 0)).unwrap();
+        twin.mul(&r).unwrap().sum_all().backward().unwrap();
+        let values = ours.to_vec();
+        assert!(values.contains(&0.0) && values.iter().any(|v| *v > 0.0), "both relu branches are taken");
+        assert_eq!(ours.to_vec(), twin.to_vec());
+        assert_eq!(gw, w.grad().unwrap().to_vec());
+        assert_eq!(gb, b.grad().unwrap().to_vec());
     }
 
     #[test]
