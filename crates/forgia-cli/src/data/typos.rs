@@ -10,8 +10,10 @@
 //!   length), the rest train. A held-out word is never a training word.
 //! * Typos: [`typo`] applies one random edit and redraws (up to [`MAX_DRAWS`] times) until the
 //!   result differs from the word and is not itself a word of the list.
+//! * Close words: [`close_words`] finds, for each training word, the other training words
+//!   within two edits of it (the job's hard negatives).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use forgia::Rng;
@@ -160,6 +162,44 @@ pub(crate) fn eval_queries(words: &TypoWords) -> Vec<String> {
         .collect()
 }
 
+/// For each of `words`, the indices of the other words that share a deletion key with it
+/// (the word itself or the word with one character deleted, as SymSpell): words one insert,
+/// delete, replacement or adjacent swap apart, and some two edits apart (`abc`, `bca`), never
+/// further. Each list is sorted and holds at most [`MAX_CLOSE`] words (those that come first
+/// in `words` when there are more); a duplicate of a word is not close to it.
+pub(crate) fn close_words(words: &[String]) -> Vec<Vec<u32>> {
+    let keys = |w: &str| -> Vec<String> {
+        let chars: Vec<char> = w.chars().collect();
+        let mut k: Vec<String> = (0..chars.len())
+            .map(|skip| chars.iter().enumerate().filter(|&(i, _)| i != skip).map(|(_, c)| c).collect())
+            .collect();
+        k.push(w.to_string());
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mut by_key: HashMap<String, Vec<u32>> = HashMap::new();
+    for (i, w) in words.iter().enumerate() {
+        for k in keys(w) {
+            by_key.entry(k).or_default().push(i as u32);
+        }
+    }
+    words
+        .iter()
+        .map(|w| {
+            let mut close: Vec<u32> =
+                keys(w).iter().flat_map(|k| by_key[k].iter().copied()).filter(|&j| words[j as usize] != *w).collect();
+            close.sort_unstable();
+            close.dedup();
+            close.truncate(MAX_CLOSE);
+            close
+        })
+        .collect()
+}
+
+/// The most close words [`close_words`] keeps per word.
+pub(crate) const MAX_CLOSE: usize = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +316,23 @@ mod tests {
         for (q, w) in queries.iter().zip(&words.heldout) {
             assert!(q != w && one_edit(w, q), "{w} -> {q}");
         }
+    }
+
+    #[test]
+    fn close_words_are_within_two_edits() {
+        let words: Vec<String> =
+            ["cart", "card", "cat", "carts", "acrt", "tarc", "dog", "cart"].iter().map(|w| w.to_string()).collect();
+        let close = close_words(&words);
+        // cart: a replacement (card), a deletion (cat), an insertion (carts), a swap (acrt); not
+        // tarc (a rotation) nor its own duplicate.
+        assert_eq!(close[0], vec![1, 2, 3, 4]);
+        assert_eq!(close[7], vec![1, 2, 3, 4]);
+        // cat and card are two edits apart but share no key; the rest see both carts.
+        assert_eq!(close[2], vec![0, 7]);
+        assert_eq!((&close[1], &close[3], &close[4]), (&vec![0, 7], &vec![0, 7], &vec![0, 7]));
+        assert!(close[5].is_empty() && close[6].is_empty(), "tarc and dog have no close word");
+        let many: Vec<String> = (0..100).map(|i| format!("ab{}", (b'a' + (i % 26) as u8) as char)).collect();
+        assert!(close_words(&many).iter().all(|c| c.len() <= MAX_CLOSE));
     }
 
     #[test]

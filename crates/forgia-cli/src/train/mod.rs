@@ -9,8 +9,10 @@ mod job;
 pub(crate) mod mnist;
 mod report;
 pub(crate) mod saved;
+mod scheduled;
 mod spirals;
 pub(crate) mod typos;
+mod typos_args;
 pub(crate) mod words;
 
 use std::path::{Path, PathBuf};
@@ -118,6 +120,9 @@ pub(crate) struct TrainArgs {
     /// all-MiniLM-L6-v2) [default: ./models/all-minilm-l6-v2 or the repository's].
     #[arg(long, value_name = "DIR")]
     pub(crate) model: Option<PathBuf>,
+    /// The typos job's own flags.
+    #[command(flatten)]
+    pub(crate) typos: typos_args::TyposArgs,
     /// Data-parallel training over MPI: start with `mpirun -np N forgia train --distributed`.
     /// Every rank trains on its share of each global batch of --batch-size samples and the
     /// gradients are averaged; rank 0 alone prints and writes the log, plot and --save file;
@@ -204,6 +209,7 @@ pub(crate) struct Settings {
     pub(crate) augment: bool,
     pub(crate) data_dir: Option<PathBuf>,
     pub(crate) model: Option<PathBuf>,
+    pub(crate) typos: typos_args::TyposArgs,
 }
 
 /// Runs `forgia train`; in a distributed run, an error on any rank ends the job on all.
@@ -225,6 +231,8 @@ fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
         typos::check_flags(args)?;
     } else if args.model.is_some() {
         return Err(TrainError::Invalid("--model applies to the typos task only".into()));
+    } else if let Some(flag) = args.typos.first_set() {
+        return Err(TrainError::Invalid(format!("{flag} applies to the typos task only")));
     }
     let out = args.out.clone().unwrap_or_else(|| Path::new("out").join(args.task.name()));
     if cluster.is_root() {
@@ -249,6 +257,7 @@ fn run_in(args: &TrainArgs, cluster: &mut Cluster) -> Result<(), TrainError> {
         augment: args.augment,
         data_dir: args.data_dir.clone(),
         model: args.model.clone(),
+        typos: args.typos.clone(),
     };
     let mut job: Box<dyn Job> = match args.task {
         Task::Mnist => Box::new(mnist::MnistJob::new(&settings)?),

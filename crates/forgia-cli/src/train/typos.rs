@@ -4,19 +4,27 @@
 //!
 //! * Data ([`crate::data::typos`]): the shipped word list, a fixed split of held-out words,
 //!   and a fresh seeded typo (insert, delete, swap, replace) of every training word of a step.
-//! * Model: the pretrained encoder, frozen (every base weight a constant), with rank-[`RANK`]
-//!   LoRA adapters on every linear layer of the encoder ([`TARGETS`]); words are short, so
-//!   sequences are cut at [`MAX_TOKENS`] tokens.
-//! * Loss: in-batch contrastive (sentence-transformers' `MultipleNegativesRankingLoss`): the
-//!   cosine similarities of the batch's typos against its correct words, times [`SCALE`],
-//!   cross-entropy against the diagonal (each typo's own word is its class; the batch's other
-//!   words are the negatives, and with [`HARD_NEGATIVES`] each word's alphabetical neighbour,
-//!   usually a word of the same stem, is one more).
+//! * Model: the pretrained encoder, frozen (every base weight a constant), with LoRA adapters
+//!   (`--lora-rank`, `--lora-alpha`) on every linear layer of the encoder ([`TARGETS`]); words
+//!   are short, so sequences are cut at [`MAX_TOKENS`] tokens. A step's texts are embedded in
+//!   groups of equal token length ([`length_groups`]), so that little compute goes to padding.
+//! * Loss: in-batch contrastive (sentence-transformers' `MultipleNegativesRankingLoss`, or its
+//!   symmetric variant with `--loss symmetric`): the cosine similarities of the batch's typos
+//!   against its correct words, times `--scale`, cross-entropy against the diagonal (each
+//!   typo's own word is its class; the batch's other words are the negatives, and with
+//!   `--hard-negatives` one more word per word of the batch: a training word within two edits
+//!   of it, or its alphabetical neighbour).
+//! * Optimizer: AdamW, its learning rate warmed up linearly to `--lr` over the first
+//!   `--warmup` share of the steps, then decayed as `--schedule` says ([`Scheduled`]).
 //! * Metric: top-1 retrieval on the held-out words: the query is a fixed typo of each held-out
 //!   word, the candidates are all [`typos::HELDOUT`] held-out words; a query scores when its
 //!   most similar candidate is its word. Measured before training (the pretrained model) and
-//!   after every epoch of [`STEPS_PER_EPOCH`] steps.
+//!   after every epoch of `--steps-per-epoch` steps.
 //! * Output: the adapters, under PEFT's names, in `<out>/adapter_model.safetensors`.
+//!
+//! The defaults of every knob are in [`DEFAULTS`] and
+//! [`TyposArgs::resolve`](super::typos_args::TyposArgs::resolve); the experiments that chose
+//! them are in `docs/TYPOS.md`.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -28,31 +36,25 @@ use forgia::optim::{AdamConfig, AdamW, Optimizer};
 use forgia::{Indices, Rng, Tensor};
 
 use super::job::{fixed_step_epoch, subset};
+use super::scheduled::{Scheduled, WarmupDecay};
+use super::typos_args::{HardNegatives, LossKind, TyposOptions};
 use super::{Job, Metric, Settings, StepOut, TrainArgs, TrainError};
 use crate::data::typos::{self, TypoWords};
 use crate::embed::Embedder;
 
-/// Epochs, batch size and learning rate when no flag says otherwise.
-pub(super) const DEFAULTS: (u64, usize, f32) = (8, 64, 1e-3);
-/// Optimizer steps per epoch (fewer when `--limit` leaves fewer batches in one pass).
-pub(crate) const STEPS_PER_EPOCH: usize = 100;
+/// Epochs, batch size and (peak) learning rate when no flag says otherwise; the job's other
+/// knobs are [`TyposArgs`](super::typos_args::TyposArgs).
+pub(super) const DEFAULTS: (u64, usize, f32) = (3, 64, 2e-3);
 /// Longest token sequence (`[CLS]`, the word pieces, `[SEP]`).
 pub(crate) const MAX_TOKENS: usize = 16;
-/// LoRA rank.
-pub(crate) const RANK: usize = 8;
-/// LoRA alpha (scaling `alpha / rank`).
-pub(crate) const ALPHA: f32 = 16.0;
 /// The layers that get adapters: every linear layer of every encoder block (not the pooler,
 /// which sentence embeddings do not use).
 pub(crate) const TARGETS: [&str; 6] =
     ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"];
-/// Whether each step adds every word's alphabetical neighbour as an extra negative of every
-/// typo in the batch (sentence-transformers' triplets with hard negatives).
-pub(crate) const HARD_NEGATIVES: bool = true;
-/// The similarity scale of the contrastive loss (sentence-transformers' default, 20).
-pub(crate) const SCALE: f32 = 20.0;
-/// Words per forward pass during evaluation.
-const EVAL_BATCH: usize = 250;
+/// The most texts of one forward pass during evaluation.
+const EVAL_BATCH: usize = 256;
+/// The fewest texts of a group of [`length_groups`] (a smaller group joins the next length).
+const MIN_GROUP: usize = 16;
 /// The adapters' file in the output folder (PEFT's name).
 pub(crate) const ADAPTERS_FILE: &str = "adapter_model.safetensors";
 /// Where the model is looked for without `--model` (relative to the working directory, then
@@ -116,36 +118,56 @@ pub(crate) fn neighbours(words: &[String]) -> Vec<usize> {
 
 /// The in-batch contrastive loss of queries `q [B, H]` against their positives `d [B, H]`
 /// (`MultipleNegativesRankingLoss`): `S = scale · cos(q_i, d_j)`, the mean cross-entropy of
-/// each row of `S` against its diagonal; `symmetric` averages it with the same of `Sᵀ` (each
-/// positive retrieving its query). `d` may hold more rows than `q` (`[B + M, H]`, one-way
-/// only): rows past `B` are extra negatives of every query (hard negatives). Backward: that of
-/// the ops it is built from.
+/// each row of `S` against its diagonal; `symmetric` averages it with the same of the first
+/// `B` columns of `S`, transposed (each positive retrieving its query among the queries:
+/// `MultipleNegativesSymmetricRankingLoss`). `d` may hold more rows than `q` (`[B + M, H]`):
+/// rows past `B` are extra negatives of every query (hard negatives). Backward: that of the ops
+/// it is built from.
 ///
 /// # Errors
-/// `ShapeMismatch` when `d` is neither `q`'s `[B, H]` nor, one-way, a `[B + M, H]`.
+/// `ShapeMismatch` when `q` is not `[B, H]` or `d` is not `[B + M, H]` (`M ≥ 0`).
 pub(crate) fn in_batch_contrastive(q: &Tensor, d: &Tensor, scale: f32, symmetric: bool) -> forgia::Result<Tensor> {
-    // One-way, `d` may carry extra negatives after its `B` positives.
-    let extra = !symmetric
-        && q.shape().len() == 2
-        && d.shape().len() == 2
-        && q.shape()[1] == d.shape()[1]
-        && d.shape()[0] > q.shape()[0];
-    if (q.shape() != d.shape() && !extra) || q.shape().len() != 2 {
+    let (qs, ds) = (q.shape(), d.shape());
+    if qs.len() != 2 || ds.len() != 2 || qs[1] != ds[1] || ds[0] < qs[0] {
         return Err(forgia::Error::from(forgia::ErrorKind::ShapeMismatch {
             op: "in_batch_contrastive",
-            lhs: q.shape().to_vec(),
-            rhs: d.shape().to_vec(),
+            lhs: qs.to_vec(),
+            rhs: ds.to_vec(),
         }));
     }
-    let n = q.shape()[0];
+    let n = qs[0];
     let scores = normalize_rows(q)?.matmul(&normalize_rows(d)?.transpose(0, 1)?)?.scale(scale);
     let labels = Indices::from((0..n as i64).collect::<Vec<_>>());
     let forward = cross_entropy(&scores, &labels, CrossEntropyOptions::default())?;
     if !symmetric {
         return Ok(forward);
     }
-    let backward = cross_entropy(&scores.transpose(0, 1)?.contiguous()?, &labels, CrossEntropyOptions::default())?;
+    let square = scores.narrow(1, 0, n)?.transpose(0, 1)?.contiguous()?;
+    let backward = cross_entropy(&square, &labels, CrossEntropyOptions::default())?;
     Ok(forward.add(&backward)?.scale(0.5))
+}
+
+/// Groups of the indices of texts with token counts `lens`, for one forward pass each: by
+/// count, shortest first, each group cut when the count changes (once it holds at least
+/// `min_rows`; a smaller group takes the next count's texts too) or when it holds `max_rows`.
+/// Every index appears once. A group pads its texts to its longest, so this spends little on
+/// padding while keeping the matrix products large.
+pub(crate) fn length_groups(lens: &[usize], max_rows: usize, min_rows: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lens.len()).collect();
+    order.sort_by_key(|&i| (lens[i], i));
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    for i in order {
+        let longer = current.last().is_some_and(|&j| lens[i] > lens[j]);
+        if current.len() >= max_rows.max(1) || (longer && current.len() >= min_rows) {
+            groups.push(std::mem::take(&mut current));
+        }
+        current.push(i);
+    }
+    if !current.is_empty() {
+        groups.push(current);
+    }
+    groups
 }
 
 /// The share (in percent) of rows `i` of `scores [N, N]` (row-major) whose largest entry is
@@ -174,11 +196,15 @@ pub(super) struct TyposJob {
     train: Vec<usize>,
     /// One fixed typo of each held-out word.
     queries: Vec<String>,
-    /// Each training word's hard negative: the next training word in alphabetical order (the
-    /// previous one for the last), which usually shares its stem (`abandon`, `abandoned`).
+    /// Each training word's alphabetical neighbour among the training words (the next one, the
+    /// previous one for the last), which often shares its stem (`abandon`, `abandoned`).
     neighbour: Vec<usize>,
+    /// Each training word's close words ([`typos::close_words`]; empty unless
+    /// `--hard-negatives edit`).
+    close: Vec<Vec<u32>>,
     adapted: usize,
     settings: Settings,
+    options: TyposOptions,
     /// The metric before training and after the latest epoch, for the closing line.
     before: Cell<Option<f64>>,
     after: Cell<Option<f64>>,
@@ -190,15 +216,18 @@ impl TyposJob {
     /// # Errors
     /// A missing model folder or word list, a bad model file or tokenizer.
     pub(super) fn new(settings: &Settings) -> Result<TyposJob, TrainError> {
+        let options = settings.typos.resolve();
         let dir = model_dir(settings.model.as_deref())?;
         let words = typos::load(settings.data_dir.as_deref())?;
         let mut embedder = Embedder::open(&dir, Some(MAX_TOKENS))?;
         let mut rng = Rng::new(settings.seed ^ 0x10_4a);
-        let adapted = lora::add_lora(&mut embedder.encoder.bert, &TARGETS, RANK, ALPHA, &mut rng)?;
+        let adapted = lora::add_lora(&mut embedder.encoder.bert, &TARGETS, options.rank, options.alpha, &mut rng)?;
         lora::freeze_base(&mut embedder.encoder.bert);
         let train = subset(words.train.len(), settings.limit);
         let queries = typos::eval_queries(&words);
         let neighbour = neighbours(&words.train);
+        let close =
+            if options.hard_negatives == HardNegatives::Edit { typos::close_words(&words.train) } else { Vec::new() };
         Ok(TyposJob {
             embedder,
             dir,
@@ -206,37 +235,80 @@ impl TyposJob {
             train,
             queries,
             neighbour,
+            close,
             adapted,
             settings: settings.clone(),
+            options,
             before: Cell::new(None),
             after: Cell::new(None),
         })
     }
 
-    /// Steps per epoch: [`STEPS_PER_EPOCH`], or one pass when the training set is smaller.
+    /// Steps per epoch: `--steps-per-epoch`, or one pass when the training set is smaller.
     fn steps_per_epoch(&self) -> usize {
-        STEPS_PER_EPOCH.min(self.train.len().div_ceil(self.settings.batch_size).max(1))
+        self.options.steps_per_epoch.min(self.train.len().div_ceil(self.settings.batch_size).max(1))
     }
 
-    /// Embeddings `[N, H]` of `texts` in one forward pass (a graph when grad mode is on).
-    fn embed(&self, texts: &[String]) -> Result<Tensor, TrainError> {
+    /// The learning rate of every step of the run.
+    fn schedule(&self, s: &Settings) -> WarmupDecay {
+        let total = s.epochs * self.steps_per_epoch() as u64;
+        let warmup = (self.options.warmup as f64 * total as f64).round() as u64;
+        WarmupDecay { peak: s.lr, warmup, total, decay: self.options.schedule }
+    }
+
+    /// Embeddings `[N, H]` of `texts` (a graph when grad mode is on), computed in groups of
+    /// equal token length ([`length_groups`], at most `max_rows` texts a forward pass) and
+    /// put back in the order of `texts`.
+    fn embed(&self, texts: &[String], max_rows: usize) -> Result<Tensor, TrainError> {
         let (ids, mask) = self.embedder.tokenize(texts)?;
-        Ok(self.embedder.encoder.embed(&ids, &mask)?)
-    }
-
-    /// Embeddings of many texts, [`EVAL_BATCH`] at a time, L2-normalized.
-    fn embed_all(&self, texts: &[String]) -> Result<Tensor, TrainError> {
-        let parts = texts.chunks(EVAL_BATCH).map(|c| self.embed(c)).collect::<Result<Vec<_>, _>>()?;
+        let width = ids.shape()[1];
+        let lens: Vec<usize> = mask.data().chunks(width).map(|m| m.iter().filter(|&&v| v != 0).count()).collect();
+        let groups = length_groups(&lens, max_rows, MIN_GROUP);
+        if groups.len() == 1 {
+            return Ok(self.embedder.encoder.embed(&ids, &mask)?);
+        }
+        let mut parts = Vec::with_capacity(groups.len());
+        let mut row_of = vec![0i64; texts.len()];
+        let mut row = 0;
+        for g in &groups {
+            let len = g.iter().map(|&i| lens[i]).max().unwrap_or(0);
+            // Padding is at the end of each row: a row's first `len` tokens hold all of it.
+            let cut = |x: &Indices| -> Vec<i64> {
+                g.iter().flat_map(|&i| x.data()[i * width..i * width + len].iter().copied()).collect()
+            };
+            let shape = [g.len(), len];
+            let (gi, gm) = (Indices::new(cut(&ids), &shape)?, Indices::new(cut(&mask), &shape)?);
+            parts.push(self.embedder.encoder.embed(&gi, &gm)?);
+            for &i in g {
+                row_of[i] = row;
+                row += 1;
+            }
+        }
         let refs: Vec<&Tensor> = parts.iter().collect();
-        Ok(normalize_rows(&Tensor::concat(&refs, 0)?)?)
+        Ok(Tensor::concat(&refs, 0)?.index_select(0, &Indices::from(row_of))?)
     }
 
     /// Held-out top-1 retrieval in percent (see the module docs).
     fn top1(&self) -> Result<f64, TrainError> {
-        let candidates = self.embed_all(&self.words.heldout)?;
-        let queries = self.embed_all(&self.queries)?;
+        let candidates = normalize_rows(&self.embed(&self.words.heldout, EVAL_BATCH)?)?;
+        let queries = normalize_rows(&self.embed(&self.queries, EVAL_BATCH)?)?;
         let scores = queries.matmul(&candidates.transpose(0, 1)?)?;
         Ok(top1_percent(&scores.to_vec(), self.queries.len()))
+    }
+
+    /// The hard negative of training word `i` in slot `slot` of step `step`.
+    fn hard_negative(&self, i: usize, step: u64, slot: usize) -> Option<usize> {
+        match self.options.hard_negatives {
+            HardNegatives::None => None,
+            HardNegatives::Alphabetical => Some(self.neighbour[i]),
+            HardNegatives::Edit => match self.close[i].as_slice() {
+                [] => Some(self.neighbour[i]),
+                close => {
+                    let mut rng = Rng::new(typos::pair_seed(self.settings.seed ^ 0x006e_6567, step, slot));
+                    Some(close[rng.below(close.len())] as usize)
+                }
+            },
+        }
     }
 }
 
@@ -250,7 +322,8 @@ impl Job for TyposJob {
     }
 
     fn optimizer(&self, settings: &Settings) -> Result<Box<dyn Optimizer>, TrainError> {
-        Ok(Box::new(AdamW::new(AdamConfig { lr: settings.lr, ..AdamConfig::adamw() })?))
+        let adamw = Box::new(AdamW::new(AdamConfig { lr: settings.lr, ..AdamConfig::adamw() })?);
+        Ok(Box::new(Scheduled::new(adamw, self.schedule(settings))?))
     }
 
     fn headline(&self) -> &'static str {
@@ -262,18 +335,30 @@ impl Job for TyposJob {
         let params = self.embedder.encoder.bert.named_parameters();
         let trainable: usize = params.iter().filter(|(_, t)| t.is_variable()).map(|(_, t)| t.numel()).sum();
         let total: usize = params.iter().map(|(_, t)| t.numel()).sum();
+        let o = &self.options;
+        let loss = match o.loss {
+            LossKind::OneWay => "one-way",
+            LossKind::Symmetric => "symmetric",
+        };
+        let schedule = self.schedule(s);
         format!(
-            "typos: {} ({} layers, hidden {}) with LoRA rank {RANK} (alpha {ALPHA}) on {} linear layers: \
+            "typos: {} ({} layers, hidden {}) with LoRA rank {} (alpha {}) on {} linear layers: \
              {trainable} trainable of {total} parameters, base frozen; {} training / {} held-out words, \
-             sequences of at most {MAX_TOKENS} tokens; in-batch contrastive loss (scale {SCALE}); \
-             AdamW lr {}, batch {}, {} epochs of {} steps",
+             sequences of at most {MAX_TOKENS} tokens; {loss} in-batch contrastive loss (scale {}), \
+             hard negatives: {}; AdamW lr {} ({} warmup steps, then {}), batch {}, {} epochs of {} steps",
             self.dir.display(),
             c.num_hidden_layers,
             c.hidden_size,
+            o.rank,
+            o.alpha,
             self.adapted,
             self.train.len(),
             self.words.heldout.len(),
+            o.scale,
+            o.hard_negatives.name(),
             s.lr,
+            schedule.warmup,
+            o.schedule.name(),
             s.batch_size,
             s.epochs,
             self.steps_per_epoch(),
@@ -298,13 +383,14 @@ impl Job for TyposJob {
             })
             .collect();
         texts.extend(batch.iter().map(|&i| self.words.train[i].clone()));
-        if HARD_NEGATIVES {
-            texts.extend(batch.iter().map(|&i| self.words.train[self.neighbour[i]].clone()));
-        }
-        // One forward pass for the typos, their words and the negatives together.
-        let e = self.embed(&texts)?;
+        let negatives = batch.iter().enumerate().filter_map(|(slot, &i)| self.hard_negative(i, step, slot));
+        texts.extend(negatives.map(|j| self.words.train[j].clone()).collect::<Vec<_>>());
+        // One embedding pass for the typos, their words and the negatives together.
+        let e = self.embed(&texts, texts.len())?;
         let n = batch.len();
-        let loss = in_batch_contrastive(&e.narrow(0, 0, n)?, &e.narrow(0, n, texts.len() - n)?, SCALE, false)?;
+        let symmetric = self.options.loss == LossKind::Symmetric;
+        let (q, d) = (e.narrow(0, 0, n)?, e.narrow(0, n, texts.len() - n)?);
+        let loss = in_batch_contrastive(&q, &d, self.options.scale, symmetric)?;
         Ok(StepOut { loss, correct: None })
     }
 
@@ -362,7 +448,7 @@ mod tests {
         assert!((one_way - rows).abs() < 1e-5, "{one_way} vs {rows}");
         let both = in_batch_contrastive(&q, &d, scale as f32, true).unwrap().item().unwrap() as f64;
         assert!((both - (rows + cols) / 2.0).abs() < 1e-5, "{both} vs {}", (rows + cols) / 2.0);
-        for (bad, symmetric) in [([2, 3], false), ([1, 2], false), ([3, 2], true)] {
+        for (bad, symmetric) in [([2, 3], false), ([1, 2], false), ([1, 2], true), ([3, 3], true)] {
             let bad = Tensor::zeros(&bad).unwrap();
             assert!(in_batch_contrastive(&q, &bad, 1.0, symmetric).is_err(), "{:?}", bad.shape());
         }
@@ -375,6 +461,20 @@ mod tests {
         let rows3 = (ce3([s, 0.0, 1.0], 0) + ce3([s, 1.0, 0.0], 1)) / 2.0;
         let got = in_batch_contrastive(&q, &with_negative, scale as f32, false).unwrap().item().unwrap() as f64;
         assert!((got - rows3).abs() < 1e-5, "{got} vs {rows3}");
+        // Symmetric: the words retrieve their typos among the typos only (the first two columns).
+        let got = in_batch_contrastive(&q, &with_negative, scale as f32, true).unwrap().item().unwrap() as f64;
+        assert!((got - (rows3 + cols) / 2.0).abs() < 1e-5, "{got} vs {}", (rows3 + cols) / 2.0);
+    }
+
+    #[test]
+    fn length_groups_cut_at_each_new_length_and_at_the_row_limit() {
+        let lens = [5, 3, 3, 4, 5, 3, 9];
+        assert_eq!(length_groups(&lens, 10, 1), vec![vec![1, 2, 5], vec![3], vec![0, 4], vec![6]]);
+        // A group of fewer than 3 texts takes the next length's too.
+        assert_eq!(length_groups(&lens, 10, 3), vec![vec![1, 2, 5], vec![3, 0, 4], vec![6]]);
+        assert_eq!(length_groups(&lens, 2, 1), vec![vec![1, 2], vec![5], vec![3], vec![0, 4], vec![6]]);
+        assert_eq!(length_groups(&lens, 100, 100), vec![vec![1, 2, 5, 3, 0, 4, 6]]);
+        assert!(length_groups(&[], 4, 1).is_empty());
     }
 
     #[test]
