@@ -8,6 +8,7 @@ mod layers_loss;
 mod masks_sort;
 mod models;
 mod second_order;
+mod transformer;
 
 use std::time::Instant;
 
@@ -90,6 +91,7 @@ fn cases() -> Vec<Case> {
     all.extend(models::models_cases());
     all.extend(masks_sort::masks_sort_cases());
     all.extend(conv_path_cases());
+    all.extend(transformer::transformer_cases());
     all
 }
 

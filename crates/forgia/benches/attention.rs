@@ -2,7 +2,7 @@
 //! head shape and at the small-head shape of the W6 character transformer (fed the head-split
 //! views `x.reshape(B, S, H, dh).transpose(1, 2)` that `MultiHeadAttention` passes), and
 //! grouped-query attention (Llama-style 4 query heads per key/value head) against the same
-//! shape with the key/value heads repeated.
+//! shape with the key/value heads repeated, and W9's MiniLM shape with a key-padding mask.
 #![allow(missing_docs)] // criterion_group! generates an undocumented `pub fn`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -79,9 +79,30 @@ fn gqa(c: &mut Criterion) {
     });
 }
 
+/// W9 (MiniLM): B = 32, H = 12, S = 64, dh = 32, not causal, with BERT's additive key-padding
+/// mask `[B, 1, 1, S]` (a quarter of each row's keys padded), forward + backward.
+fn keymask(c: &mut Criterion) {
+    let mut rng = Rng::new(2);
+    let (b, h, s, dh) = (32, 12, 64, 32);
+    let xs = [(); 3].map(|_| Tensor::randn(&[b, s, h * dh], 0.0, 1.0, &mut rng).unwrap().into_variable());
+    let split = |x: &Tensor| x.reshape(&[b, s, h, dh]).unwrap().transpose(1, 2).unwrap();
+    let add: Vec<f32> = (0..b * s).map(|i| if i % s < 3 * s / 4 { 0.0 } else { f32::MIN }).collect();
+    let mask = Tensor::from_vec(add, &[b, 1, 1, s]).unwrap();
+    let opts = AttentionOptions { mask: Some(&mask), ..Default::default() };
+    c.bench_function("sdpa_fwd_bwd_b32h12s64d32_keymask", |bch| {
+        bch.iter(|| {
+            let [q, k, v] = xs.each_ref().map(split);
+            q.scaled_dot_product_attention(&k, &v, opts).unwrap().sum_all().backward().unwrap();
+            for t in &xs {
+                t.zero_grad();
+            }
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(3));
-    targets = attention, gqa
+    targets = attention, gqa, keymask
 }
 criterion_main!(benches);

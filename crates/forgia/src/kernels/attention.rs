@@ -13,6 +13,7 @@
 
 pub(crate) mod ext;
 mod tile;
+mod wide;
 
 use rayon::prelude::*;
 
@@ -264,11 +265,29 @@ fn scores(
     let dest = Dest { data: s, off: 0, ld: g.sk, add: false };
     matmul(how, (g.sq, g.sk, g.d), a, (kt, 0, g.sk), dest, g.scale, tri);
     if let Some(m) = mask {
-        let base = m.offsets[i] as isize;
-        for r in 0..g.sq {
-            let row = &mut s[r * g.sk..][..visible(g, r)];
+        add_mask(g, &m, i, s);
+    }
+}
+
+/// `s[r, j] += mask[r, j]` on each row's visible keys. Rows of a mask with unit column stride
+/// (a key-padding mask `[B, 1, 1, Sk]`, a full `[.., Sq, Sk]` bias) are added as slices, so the
+/// loop vectorizes; other strides go element by element.
+#[inline(always)]
+fn add_mask(g: &AttnGeom, m: &MaskRef<'_>, i: usize, s: &mut [f32]) {
+    let base = m.offsets[i] as isize;
+    for r in 0..g.sq {
+        let n = visible(g, r);
+        if n == 0 {
+            continue;
+        }
+        let row = &mut s[r * g.sk..][..n];
+        let start = base + r as isize * m.row_stride;
+        if m.col_stride == 1 || n <= 1 {
+            let src = &m.data[start as usize..][..n];
+            row.iter_mut().zip(src).for_each(|(e, &b)| *e += b);
+        } else {
             for (j, e) in row.iter_mut().enumerate() {
-                *e += m.data[(base + r as isize * m.row_stride + j as isize * m.col_stride) as usize];
+                *e += m.data[(start + j as isize * m.col_stride) as usize];
             }
         }
     }
@@ -546,7 +565,13 @@ mod tests {
         if !simd::has_fma() {
             return; // the tiles need FMA to be worth running (and `products` never picks them)
         }
-        let (b, h, sq, sk, d, dv) = (2, 3, 9, 11, 6, 5);
+        // The second size reaches the wide tiles' 32- and 16-column blocks and their row tails.
+        for (b, h, sq, sk, d, dv) in [(2, 3, 9, 11, 6, 5), (1, 3, 45, 53, 37, 19)] {
+            tiles_and_gemm_agree_at(b, h, (sq, sk), (d, dv));
+        }
+    }
+
+    fn tiles_and_gemm_agree_at(b: usize, h: usize, (sq, sk): (usize, usize), (d, dv): (usize, usize)) {
         // rep 3: grouped-query attention with one key/value head (its gradients accumulate);
         // interleaved key/value gradients for rep 1, packed ones for rep 3.
         for (causal, rep) in [(false, 1), (true, 1), (false, 3), (true, 3)] {
@@ -566,6 +591,8 @@ mod tests {
             let (y2, l2) = fwd(Products::Gemm, &mut scratch);
             close(&y1, &y2, "output");
             close(&l1, &l2, "lse");
+            // The AVX-512 tiles (where the CPU has them) and the 8-lane ones agree bitwise.
+            assert_eq!((&y1, &l1), (&fwd(Products::Tiles8, &mut scratch).0, &fwd(Products::Tiles8, &mut scratch).1));
             let god = data(y1.len(), 4);
             let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));
             let mut run = |how| {
@@ -579,9 +606,11 @@ mod tests {
                 backward_by(how, &g, qkv, saved, None, grads, AttnScratch { parts, buf: &mut scratch });
                 [dq, dk, dvv]
             };
-            for (a, b) in run(Products::Tiles).iter().zip(&run(Products::Gemm)) {
+            let tiles = run(Products::Tiles);
+            for (a, b) in tiles.iter().zip(&run(Products::Gemm)) {
                 close(a, b, &format!("gradient, causal {causal}, rep {rep}"));
             }
+            assert_eq!(tiles, run(Products::Tiles8), "wide and 8-lane tiles, causal {causal}, rep {rep}");
         }
     }
 }

@@ -174,17 +174,21 @@ fn broadcast_rows(
 
 /// `acc[i] += g[i]` in place (the gradient accumulator's fast path).
 pub(crate) fn add_assign(acc: &mut [f32], g: &[f32]) {
-    if acc.len() >= PARALLEL_ELEMENTS {
-        parallel::install(|| {
-            acc.par_chunks_mut(CHUNK_ELEMENTS).zip(g.par_chunks(CHUNK_ELEMENTS)).for_each(|(a, g)| {
+    let body = |a: &mut [f32], g: &[f32]| {
+        vectorized(
+            #[inline(always)]
+            || {
                 for (a, &g) in a.iter_mut().zip(g) {
                     *a += g;
                 }
-            })
+            },
+        )
+    };
+    if acc.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            acc.par_chunks_mut(CHUNK_ELEMENTS).zip(g.par_chunks(CHUNK_ELEMENTS)).for_each(|(a, g)| body(a, g))
         });
     } else {
-        for (a, &g) in acc.iter_mut().zip(g) {
-            *a += g;
-        }
+        body(acc, g);
     }
 }

@@ -81,8 +81,8 @@ impl Dense {
 
     /// The layer applied to `x [..., in]`, giving `[..., out]`.
     ///
-    /// Backward: that of `linear` / `matmul` and `add` (the adapter path adds
-    /// `gA = scaling · (gy B)ᵀ x`, `gB = scaling · gyᵀ (x Aᵀ)`).
+    /// Backward: that of `linear` / `matmul` and `add` (the adapter path, computed as
+    /// `(scaling · x Aᵀ) Bᵀ`, adds `gA = scaling · (gy B)ᵀ x`, `gB = scaling · gyᵀ (x Aᵀ)`).
     ///
     /// # Errors
     /// `ShapeMismatch` when the last axis of `x` is not `in_features`.
@@ -99,7 +99,10 @@ impl Dense {
         };
         match &self.lora {
             None => Ok(y),
-            Some(l) => y.add(&x.linear(&l.a, None)?.linear(&l.b, None)?.scale(l.scaling)),
+            // The scaling is applied to the rank-r intermediate `x Aᵀ` rather than to the
+            // full-width `(x Aᵀ) Bᵀ` (the same product; a pass over `r` instead of `out`
+            // columns, forward and backward).
+            Some(l) => y.add(&x.linear(&l.a, None)?.scale(l.scaling).linear(&l.b, None)?),
         }
     }
 

@@ -21,9 +21,10 @@ impl Strided<'_> {
     }
 }
 
-/// What goes into the constant bias `[Bb, Hb, Sq, Sk]` (each of `Bb`, `Hb` the full size or 1).
+/// What goes into the constant bias `[Bb, Hb, Sb, Sk]` (each of `Bb`, `Hb`, `Sb` the full size or
+/// 1; `Sb = 1` only when no part depends on the query row).
 pub(crate) struct BiasSpec<'a> {
-    /// `[Bb, Hb, Sq, Sk]`.
+    /// `[Bb, Hb, Sb, Sk]`.
     pub(crate) shape: [usize; 4],
     /// A boolean mask seen at the bias shape: zero blocks a key (`-inf`), nonzero lets it be
     /// attended.
@@ -43,7 +44,7 @@ pub(crate) struct BiasSpec<'a> {
     pub(crate) alibi: Option<&'a [f32]>,
 }
 
-/// Fills `out` (`Bb·Hb·Sq·Sk` floats, every one written) with the additive bias of `spec`:
+/// Fills `out` (`Bb·Hb·Sb·Sk` floats, every one written) with the additive bias of `spec`:
 /// `-inf` where a mask or the window blocks a key, else the ALiBi term (or 0).
 pub(crate) fn fill_bias(spec: &BiasSpec<'_>, out: &mut [f32]) {
     let [bb, hb, sq, sk] = spec.shape;
@@ -55,7 +56,7 @@ pub(crate) fn fill_bias(spec: &BiasSpec<'_>, out: &mut [f32]) {
         for h in 0..hb {
             let slope = spec.alibi.map_or(0.0, |s| s[h]);
             for i in 0..sq {
-                let row = rows.next().expect("the bias holds Bb·Hb·Sq rows");
+                let row = rows.next().expect("the bias holds Bb·Hb·Sb rows");
                 let at = i + spec.offset;
                 for (j, e) in row.iter_mut().enumerate() {
                     let dist = at.abs_diff(j);

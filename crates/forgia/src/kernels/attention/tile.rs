@@ -2,12 +2,15 @@
 //! transformer), where the `gemm` crate's fixed cost per call outweighs the arithmetic.
 //!
 //! This is the one hand-written product in the crate, kept private to attention: at these
-//! sizes every operand of a head sits in L1/L2, so a 4 × 16 register tile (eight 8-lane
-//! accumulators) and no packing beyond one transpose per block reaches most of the FMA peak.
-//! It uses `f32::mul_add`, which is one instruction only inside
-//! [`crate::kernels::simd::vectorized`] on a CPU with FMA ([`crate::kernels::simd::has_fma`]);
-//! [`Products::Gemm`] is the path everywhere else (and for large heads).
+//! sizes every operand of a head sits in L1/L2, so a register tile and no packing beyond one
+//! transpose per block does the work. On a CPU with AVX-512 the tiles are the `8 × 32`
+//! intrinsics of [`super::wide`]; elsewhere a 4 × 16 tile in plain Rust, which uses
+//! `f32::mul_add` (one instruction only inside [`crate::kernels::simd::vectorized`] on a CPU
+//! with FMA, [`crate::kernels::simd::has_fma`]). Both sum every element's products in the same
+//! order with the same fused multiply-add, so they give the same bits. [`Products::Gemm`] is
+//! the path everywhere else (and for large heads).
 
+use super::wide::{self, Block};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::tensor::Scratch;
 
@@ -37,8 +40,12 @@ pub(super) enum Tri {
 /// Which kernel computes the products of a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Products {
-    /// The register-blocked tiles below (needs FMA, see the module doc).
+    /// The register-blocked tiles (needs FMA, see the module doc): the AVX-512 ones of
+    /// [`wide`] when the CPU has it, else the 8-lane ones below.
     Tiles,
+    /// The 8-lane tiles below even on an AVX-512 CPU (to test that both give the same bits).
+    #[cfg(test)]
+    Tiles8,
     /// The `gemm` crate, through a packed temporary when the destination is strided; ignores
     /// [`Tri`] (so it relies on the stored zeros and computes the unneeded entries too).
     Gemm,
@@ -61,6 +68,9 @@ pub(super) fn matmul(
 ) {
     if how == Products::Gemm {
         return via_gemm((m, n, k), a, (b, b_off, ldb), c, alpha);
+    }
+    if how == Products::Tiles && wide::available() {
+        return matmul_wide((m, n, k), a, (b, b_off, ldb), c, alpha, tri);
     }
     let mut c = c;
     for i0 in (0..m).step_by(MR) {
@@ -144,6 +154,125 @@ fn tile<const R: usize, const NR: usize>(
             for j in 0..NR {
                 out[j] = alpha * acc[r][j];
             }
+        }
+    }
+}
+
+/// The inner range and the columns a block of `mr` rows from `i0` needs (see [`Tri`]; the
+/// bounds hold for every row of the block).
+#[inline(always)]
+fn block_bounds(tri: Tri, (i0, mr): (usize, usize), (n, k): (usize, usize)) -> (usize, usize, usize) {
+    match tri {
+        Tri::Full => (0, k, n),
+        // Round up to whole 16-wide tiles: the extra entries are computed and ignored.
+        Tri::Cols => (0, k, n.min((i0 + mr).next_multiple_of(16))),
+        Tri::Lower => (0, k.min(i0 + mr), n),
+        Tri::Upper => (k.min(i0), k, n),
+    }
+}
+
+/// True when `offset + (rows - 1)·rs + (cols - 1)·cs < len` (checked arithmetic), or the block
+/// is empty.
+fn inside(len: usize, offset: usize, (rows, cols): (usize, usize), (rs, cs): (usize, usize)) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let last = (rows - 1).checked_mul(rs).and_then(|r| (cols - 1).checked_mul(cs).and_then(|c| r.checked_add(c)));
+    last.and_then(|l| l.checked_add(offset)).is_some_and(|end| end < len)
+}
+
+/// [`matmul`] on the AVX-512 tiles of [`wide`]: blocks of [`wide::MR`] rows by 32 or 16
+/// columns, the last columns (fewer than 16) by the 8-lane tiles (inlined, like [`matmul`],
+/// into the caller's AVX2 + FMA code).
+#[inline(always)]
+fn matmul_wide(
+    (m, n, k): (usize, usize, usize),
+    a: MatRef<'_>,
+    (b, b_off, ldb): (&[f32], usize, usize),
+    mut c: Dest<'_>,
+    alpha: f32,
+    tri: Tri,
+) {
+    let (rs, cs) = (a.row_stride as usize, a.col_stride as usize);
+    // Every block below reads and writes inside these ranges (the triangles only shrink them).
+    assert!(
+        a.row_stride >= 0
+            && a.col_stride >= 0
+            && inside(a.data.len(), a.offset, (m, k), (rs, cs))
+            && inside(b.len(), b_off, (k, n), (ldb, 1))
+            && inside(c.data.len(), c.off, (m, n), (c.ld, 1)),
+        "attention tile operands out of bounds"
+    );
+    for i0 in (0..m).step_by(wide::MR) {
+        let mr = wide::MR.min(m - i0);
+        let (klo, khi, nhi) = block_bounds(tri, (i0, mr), (n, k));
+        let ks = klo..khi.max(klo);
+        let mut j0 = 0;
+        while j0 < nhi {
+            let w = nhi - j0;
+            if w < wide::LANES {
+                // The last columns: 8-lane tiles, four rows at a time.
+                while j0 < nhi {
+                    let w = nhi - j0;
+                    let mut done = 0;
+                    for r0 in (i0..i0 + mr).step_by(MR) {
+                        let rows = MR.min(i0 + mr - r0);
+                        done = if w >= 8 {
+                            self::rows::<8>(rows, (r0, j0), ks.clone(), a, (b, b_off, ldb), &mut c, alpha)
+                        } else {
+                            self::rows::<1>(rows, (r0, j0), ks.clone(), a, (b, b_off, ldb), &mut c, alpha)
+                        };
+                    }
+                    j0 += done;
+                }
+                break;
+            }
+            let v = if w >= 2 * wide::LANES { 2 } else { 1 };
+            // Rows in blocks of 8, then 4, 2, 1.
+            let mut r0 = i0;
+            while r0 < i0 + mr {
+                let left = i0 + mr - r0;
+                let rows = if left >= 8 {
+                    8
+                } else if left >= 4 {
+                    4
+                } else if left >= 2 {
+                    2
+                } else {
+                    1
+                };
+                // Pointers to the block's first elements: `wrapping_add`, since with an empty
+                // inner range they may point one block past the end (and are never read).
+                let t = Block {
+                    a: a.data.as_ptr().wrapping_add(a.offset + r0 * rs + ks.start * cs),
+                    rs,
+                    cs,
+                    b: b.as_ptr().wrapping_add(b_off + ks.start * ldb + j0),
+                    ldb,
+                    c: c.data.as_mut_ptr().wrapping_add(c.off + r0 * c.ld + j0),
+                    ldc: c.ld,
+                    k: ks.len(),
+                    alpha,
+                    add: c.add,
+                };
+                // SAFETY: `wide::available()` was checked by the caller; rows r0..r0+rows < m,
+                // inner indices in ks ⊆ 0..k and columns j0..j0+16·v ≤ nhi ≤ n lie inside the
+                // ranges asserted above, and `c` is a `&mut` borrow apart from both inputs.
+                unsafe {
+                    match (rows, v) {
+                        (8, 2) => wide::tile::<8, 2>(t),
+                        (8, _) => wide::tile::<8, 1>(t),
+                        (4, 2) => wide::tile::<4, 2>(t),
+                        (4, _) => wide::tile::<4, 1>(t),
+                        (2, 2) => wide::tile::<2, 2>(t),
+                        (2, _) => wide::tile::<2, 1>(t),
+                        (_, 2) => wide::tile::<1, 2>(t),
+                        _ => wide::tile::<1, 1>(t),
+                    }
+                }
+                r0 += rows;
+            }
+            j0 += v * wide::LANES;
         }
     }
 }

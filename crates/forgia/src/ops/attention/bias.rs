@@ -64,7 +64,7 @@ fn strided<'a>(m: &'a Tensor, shape: &[usize; 4]) -> Strided<'a> {
     }
 }
 
-/// The constant bias `[Bb, Hb, Sq, Sk]` of the boolean mask, the key mask, the window and
+/// The constant bias `[Bb, Hb, Sq or 1, Sk]` of the boolean mask, the key mask, the window and
 /// ALiBi (`None` when none is set), after checking them against `full = [B, Hq, Sq, Sk]`.
 pub(super) fn bias(opts: &AttentionOptions<'_>, full: [usize; 4]) -> Result<Option<Tensor>> {
     let [b, h, sq, sk] = full;
@@ -102,7 +102,13 @@ pub(super) fn bias(opts: &AttentionOptions<'_>, full: [usize; 4]) -> Result<Opti
     let padded = |m: &Tensor, a: usize| (m.rank() + a).checked_sub(4).map_or(1, |i| m.shape()[i]);
     let per_batch = opts.key_mask.is_some() || opts.bool_mask.is_some_and(|m| padded(m, 0) != 1);
     let per_head = opts.alibi_slopes.is_some() || opts.bool_mask.is_some_and(|m| padded(m, 1) != 1);
-    let shape = [if per_batch { b } else { 1 }, if per_head { h } else { 1 }, sq, sk];
+    // A bias the same for every query row (a key mask, a boolean mask without a query axis)
+    // is one row per block, read with row stride 0.
+    let per_row = shifted_causal
+        || opts.window.is_some()
+        || opts.alibi_slopes.is_some()
+        || opts.bool_mask.is_some_and(|m| padded(m, 2) != 1);
+    let shape = [if per_batch { b } else { 1 }, if per_head { h } else { 1 }, if per_row { sq } else { 1 }, sk];
     let (allow, keys) = (opts.bool_mask.map(Tensor::detach), opts.key_mask.map(Tensor::detach));
     let spec = BiasSpec {
         shape,
