@@ -92,6 +92,13 @@ fn gather_and_index_select_are_twice_differentiable() {
         Ok(g.mul(&g)?.sum_all())
     };
     second_order::check(f, &[var(&[2, 3], 6)], &Tensor::scalar(1.0), &c);
+    // Along a later axis: the gradient is scattered into zeros between outer and inner runs.
+    let cols = Indices::from(vec![2usize, 0, 2, 2]);
+    let f = |xs: &[Tensor]| -> Result<Tensor> {
+        let g = xs[0].index_select(1, &cols)?;
+        Ok(g.mul(&g)?.mul(&g)?.sum_all())
+    };
+    second_order::check(f, &[var(&[2, 3], 7)], &Tensor::scalar(1.0), &c);
 }
 
 #[test]

@@ -293,8 +293,36 @@ impl Backward for IndexSelectBackward {
         "index_select"
     }
     fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let gx = Tensor::zeros(&self.in_shape)?.index_add(self.axis, &self.indices, gy)?;
+        let gx = index_add_to_zeros(&self.in_shape, self.axis, &self.indices, gy)?;
         Ok(smallvec::smallvec![Some(gx)])
+    }
+}
+
+/// `zeros(shape).index_add(axis, idx, src)` without a zeros operand to copy: `index_select`'s
+/// gradient (an embedding table's), written straight into a fresh zeroed buffer instead of a
+/// copy of a zeros tensor the size of the table. The indices were checked by the forward.
+///
+/// Backward: `gsrc = gy.index_select(axis, idx)`.
+fn index_add_to_zeros(shape: &[usize], axis: usize, indices: &Indices, src: &Tensor) -> Result<Tensor> {
+    let idx = indices.checked("index_select", shape[axis])?;
+    let (outer, d, inner) = split3(shape, axis);
+    let mut data = crate::tensor::alloc("index_select", numel(shape))?;
+    src.with_data(|s| k::index_add(&mut data, outer, d, inner, &idx, s));
+    Ok(attach(Tensor::from_parts(data, shape), &[src], || ScatterToZerosBackward { axis, indices: indices.clone() }))
+}
+
+/// The record of [`index_add_to_zeros`]: the gradient of the scattered source is the gathered
+/// incoming gradient.
+struct ScatterToZerosBackward {
+    axis: usize,
+    indices: Indices,
+}
+impl Backward for ScatterToZerosBackward {
+    fn name(&self) -> &'static str {
+        "index_select backward"
+    }
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+        Ok(smallvec::smallvec![Some(gy.index_select(self.axis, &self.indices)?)])
     }
 }
 
