@@ -339,3 +339,147 @@ fn a_checkpoint_reached_on_a_pool_thread_recomputes_correctly() {
         assert!(seen.iter().flatten().any(|n| n.starts_with("forgia-")), "{seen:?}");
     }
 }
+
+/// W7's residual MLP block with the residual outside: the checkpointed block ends in a linear
+/// layer, whose kernel its recompute leaves out (only its record is needed).
+fn mlp(xs: &[Tensor]) -> Result<Tensor> {
+    xs[0].linear(&xs[1], Some(&xs[2]))?.tanh().linear(&xs[3], Some(&xs[4]))
+}
+
+/// The same block ending in a view of the final product (still left out) and in an op after
+/// it (computed: tanh's record reads its output).
+fn mlp_viewed(xs: &[Tensor]) -> Result<Tensor> {
+    let y = mlp(xs)?;
+    let n = y.numel();
+    y.reshape(&[n])
+}
+fn mlp_then_tanh(xs: &[Tensor]) -> Result<Tensor> {
+    Ok(mlp(xs)?.tanh())
+}
+/// W7's block as it is benchmarked: the residual inside the checkpoint (the product is
+/// still left out: `add` reads no values); its chain has no residual of its own.
+fn mlp_residual(xs: &[Tensor]) -> Result<Tensor> {
+    xs[0].add(&mlp(xs)?)
+}
+
+/// Blocks of four parameters, each added to its input (`residual`) or not.
+fn residual_chain(x: &Tensor, params: &[Tensor], block: Block, ckpt: bool) -> Tensor {
+    let residual = !std::ptr::fn_addr_eq(block, mlp_residual as Block);
+    let mut h = x.clone();
+    for p in params.chunks(4) {
+        let inputs = [&h, &p[0], &p[1], &p[2], &p[3]];
+        let f = if ckpt { checkpoint(block, &inputs) } else { block(&inputs.map(Tensor::clone)) };
+        let f = f.unwrap().reshape(h.shape()).unwrap();
+        h = if residual { h.add(&f).unwrap() } else { f };
+    }
+    h
+}
+
+#[test]
+fn blocks_ending_in_a_linear_layer_get_bitwise_identical_gradients() {
+    let _g = serial();
+    for block in [mlp as Block, mlp_viewed as Block, mlp_then_tanh as Block, mlp_residual as Block] {
+        let (x, params) = model(8, 4, 16);
+        let (cx, cparams) = twin(&x, &params);
+        loss(&residual_chain(&x, &params, block, false)).backward().unwrap();
+        loss(&residual_chain(&cx, &cparams, block, true)).backward().unwrap();
+        assert_bitwise(&all(&x, &params), &all(&cx, &cparams));
+    }
+}
+
+#[test]
+fn the_recompute_leaves_out_the_final_linear_product_only() {
+    let _g = serial();
+    // The block hands every run's final product out: the first run's is the true value; the
+    // recompute's buffer is never written when the block returns it, and is written when an
+    // op after it (tanh) reads it.
+    // A residual add after it reads no values either (W7's block); tanh does.
+    for (after, computed) in [("nothing", false), ("residual", false), ("tanh", true)] {
+        let seen: Arc<Mutex<Vec<Vec<f32>>>> = Arc::default();
+        let stash = seen.clone();
+        let block = move |xs: &[Tensor]| {
+            let y = xs[0].linear(&xs[1], Some(&xs[2]))?;
+            stash.lock().unwrap().push(y.to_vec());
+            match after {
+                "residual" => xs[0].add(&y),
+                "tanh" => Ok(y.tanh()),
+                _ => Ok(y),
+            }
+        };
+        let (x, params) = model(1, 4, 16);
+        let out = checkpoint(block, &[&x, &params[0], &params[1]]).unwrap();
+        loss(&out).backward().unwrap();
+        let runs = seen.lock().unwrap();
+        assert_eq!(runs.len(), 2, "one run and one recompute");
+        let truth = x.detach().linear(&params[0].detach(), Some(&params[1].detach())).unwrap().to_vec();
+        assert_eq!(runs[0], truth);
+        assert_eq!(runs[1] == truth, computed, "{after} after the product");
+    }
+}
+
+#[test]
+fn a_block_that_changes_its_final_op_between_runs_is_recomputed_in_full() {
+    let _g = serial();
+    // The first run returns the product; the recompute applies tanh after it (breaking the
+    // purity contract): the skipped product would feed tanh, so the block runs once more in
+    // full and the gradient is the recomputed graph's, as without the skip.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let block = move |xs: &[Tensor]| {
+        let y = xs[0].linear(&xs[1], Some(&xs[2]))?;
+        Ok(if counter.fetch_add(1, Ordering::SeqCst) == 0 { y } else { y.tanh() })
+    };
+    let (x, params) = model(1, 4, 16);
+    let (cx, cparams) = twin(&x, &params);
+    loss(&checkpoint(block, &[&cx, &cparams[0], &cparams[1]]).unwrap()).backward().unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "a first run, a skipping recompute, a full one");
+    // The reference: the recompute's graph (tanh after the product) under the same cotangent.
+    let c = Tensor::from_vec(lcg(4 * 16, 77, 1.0), &[4, 16]).unwrap();
+    let y = x.linear(&params[0], Some(&params[1])).unwrap().tanh();
+    y.backward_with_grad(&c).unwrap();
+    assert_bitwise(&all(&x, &params), &all(&cx, &cparams));
+}
+
+#[test]
+fn nested_checkpoints_ending_in_linear_layers_get_bitwise_identical_gradients() {
+    let _g = serial();
+    // The outer block's final op is an inner checkpoint (nothing of the outer is left out);
+    // a second outer block ends in its own linear layer after an inner checkpoint.
+    let inner_last = |xs: &[Tensor]| checkpoint(mlp, &[&xs[0], &xs[1], &xs[2], &xs[3], &xs[4]]);
+    let inner_first = |xs: &[Tensor]| {
+        let h = checkpoint(mlp, &[&xs[0], &xs[1], &xs[2], &xs[3], &xs[4]])?;
+        h.tanh().linear(&xs[3], Some(&xs[4]))
+    };
+    for (outer, plain) in [(inner_last as Block, mlp as Block), (inner_first as Block, nested_plain as Block)] {
+        let (x, params) = model(8, 4, 16);
+        let (cx, cparams) = twin(&x, &params);
+        loss(&residual_chain(&x, &params, plain, false)).backward().unwrap();
+        loss(&residual_chain(&cx, &cparams, outer, true)).backward().unwrap();
+        assert_bitwise(&all(&x, &params), &all(&cx, &cparams));
+    }
+}
+
+/// `inner_first` without checkpoints.
+fn nested_plain(xs: &[Tensor]) -> Result<Tensor> {
+    mlp(xs)?.tanh().linear(&xs[3], Some(&xs[4]))
+}
+
+#[test]
+fn create_graph_through_a_block_ending_in_a_linear_layer_gives_the_second_derivative() {
+    let _g = serial();
+    // The gradient block computes every product (its values feed the gradient's graph): the
+    // second derivative matches the plain graph's bitwise.
+    let second = |ckpt: bool| {
+        let (x, params) = model(1, 3, 4);
+        let inputs = [&x, &params[0], &params[1], &params[0], &params[1]];
+        let y = if ckpt { checkpoint(mlp, &inputs) } else { mlp(&inputs.map(Tensor::clone)) }.unwrap();
+        let opts = BackwardOptions { create_graph: true, ..Default::default() };
+        loss(&y).backward_with(None, opts).unwrap();
+        let g = x.grad().unwrap();
+        x.zero_grad();
+        params[0].zero_grad();
+        g.mul(&g).unwrap().sum_all().backward().unwrap();
+        (x.grad().unwrap().to_vec(), params[0].grad().unwrap().to_vec())
+    };
+    assert_eq!(second(true), second(false));
+}

@@ -2,6 +2,7 @@
 //! inputs and output, and rebuild its subgraph during backward by running it again — a nested,
 //! serial backward pass of the engine over the recomputed subgraph.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use smallvec::SmallVec;
@@ -28,6 +29,10 @@ use crate::tensor::Array;
 ///   weights, tables, config) goes through [`checkpoint_with`]'s context. The block must not
 ///   capture tensors that carry a graph.
 /// - Checkpoints nest: a block may itself call `checkpoint`.
+/// - **The recompute leaves out the block's final product** when the block ends in one
+///   (`linear`, followed at most by `add`/`sub`, as a residual block is): its record is
+///   rebuilt, its kernel does not run, as PyTorch's non-reentrant checkpoint stops early.
+///   The block must not read that product's value outside ops (`to_vec`, `item`).
 ///
 /// ```
 /// use forgia::{checkpoint, Tensor};
@@ -92,15 +97,109 @@ type Block = Arc<dyn Fn(&[Tensor]) -> Result<Tensor> + Send + Sync>;
 /// (the gradient checkpoint of a `create_graph` pass, which may be constant in some inputs).
 fn run(block: Block, inputs: &[&Tensor], lenient: bool) -> Result<Tensor> {
     let saved: Vec<Tensor> = inputs.iter().map(|t| t.detach()).collect();
-    let output = {
+    let (output, pass) = {
         let _guard = no_grad();
-        block(&saved)?.detach()
+        with_final(Final::Count { products: 0, clean: false }, || block(&saved))
+    };
+    let output = output?.detach();
+    let final_product = match pass {
+        Final::Count { products, clean: true } => Some(products),
+        _ => None,
     };
     Ok(attach(output, inputs, move || CheckpointBackward {
         block,
         inputs: saved.iter().map(Tensor::value).collect(),
         lenient,
+        final_product,
     }))
+}
+
+/// The innermost checkpoint's bookkeeping on this thread for leaving out the kernel of a
+/// block's final product during its recompute (PyTorch's "early stop" of non-reentrant
+/// checkpoints, for the op that costs the most in a typical block).
+///
+/// A block that ends in a product (`linear`), followed at most by ops whose records read no
+/// values (`add`, `sub`: a residual connection), needs that product's record during backward
+/// but never its value: its record keeps the product's operands, not its result, and the
+/// block's output value is already known from the first run. So the recompute runs every op
+/// but that product's kernel — in W7's residual block `x + Linear(gelu(Linear(x)))`, half the
+/// recompute. The first run counts the block's products and whether an op whose record
+/// reads values ran after the last one; the recompute counts again, leaves the matching
+/// product's buffer unwritten, and checks the same way that nothing read it (a block that
+/// changed its structure between runs is recomputed again in full). A block must therefore
+/// not read its final product's value outside ops (`to_vec`, `item`) during the recompute.
+#[derive(Clone, Copy, Default)]
+enum Final {
+    /// Not inside a checkpoint's run (or inside a gradient block): nothing is counted.
+    #[default]
+    Off,
+    /// The first run: products seen so far; `clean` while no op that reads values ran after
+    /// the last one.
+    Count { products: usize, clean: bool },
+    /// A recompute: the `target`-th product is left out (`skipped` once it was); `clean`
+    /// while no op that reads values ran after it.
+    Skip { products: usize, target: usize, skipped: bool, clean: bool },
+}
+
+thread_local! {
+    static FINAL: Cell<Final> = const { Cell::new(Final::Off) };
+}
+
+/// Runs `f` with `state` as this thread's [`Final`] bookkeeping and returns what `f` left in
+/// it; the enclosing state comes back afterwards (also when `f` panics), so nested
+/// checkpoints each count their own products.
+fn with_final<T>(state: Final, f: impl FnOnce() -> T) -> (T, Final) {
+    struct Restore(Final);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FINAL.with(|c| c.set(self.0));
+        }
+    }
+    let restore = Restore(FINAL.with(|c| c.replace(state)));
+    let out = f();
+    let inner = FINAL.with(Cell::get);
+    drop(restore);
+    (out, inner)
+}
+
+/// Asked by a product op (`linear`) before its kernel runs: true when this product is the
+/// final one of a checkpointed block being recomputed, whose value nothing reads; the op then
+/// leaves its output buffer unwritten and still attaches its record.
+pub(crate) fn skip_final_product() -> bool {
+    FINAL.with(|c| match c.get() {
+        Final::Off => false,
+        Final::Count { products, clean } => {
+            c.set(Final::Count { products: products + 1, clean });
+            false
+        }
+        Final::Skip { products, target, skipped, clean } => {
+            let skip = products + 1 == target;
+            c.set(Final::Skip { products: products + 1, target, skipped: skipped || skip, clean });
+            skip
+        }
+    })
+}
+
+/// Told by a product op once its record is attached: nothing has read its value yet.
+pub(crate) fn note_product() {
+    FINAL.with(|c| match c.get() {
+        Final::Off => {}
+        Final::Count { products, .. } => c.set(Final::Count { products, clean: true }),
+        Final::Skip { products, target, skipped, clean } => {
+            let clean = clean || products == target;
+            c.set(Final::Skip { products, target, skipped, clean });
+        }
+    })
+}
+
+/// Told by every op whose record reads values (see [`Backward::reads_values`]), recorded or
+/// not.
+pub(crate) fn note_reading_op() {
+    FINAL.with(|c| match c.get() {
+        Final::Off => {}
+        Final::Count { products, .. } => c.set(Final::Count { products, clean: false }),
+        Final::Skip { products, target, skipped, .. } => c.set(Final::Skip { products, target, skipped, clean: false }),
+    })
 }
 
 /// The gradient of a checkpointed `block` as a block of its own: given `inputs ++ [gy]`, the
@@ -110,7 +209,13 @@ fn run(block: Block, inputs: &[&Tensor], lenient: bool) -> Result<Tensor> {
 /// then that recompute's stand-in variables) the result is differentiable in them: every
 /// order goes through the same code.
 fn gradient_block(block: Block, want: Vec<bool>) -> Block {
-    Arc::new(move |xs: &[Tensor]| {
+    Arc::new(move |xs: &[Tensor]| with_final(Final::Off, || gradient_of(&block, &want, xs)).0)
+}
+
+/// The body of [`gradient_block`]: the products of the block are all computed (their values
+/// feed the differentiable gradients).
+fn gradient_of(block: &Block, want: &[bool], xs: &[Tensor]) -> Result<Tensor> {
+    {
         let (inputs, gy) = xs.split_at(xs.len() - 1);
         let gy = &gy[0];
         let _recording = set_grad_enabled(true);
@@ -119,7 +224,7 @@ fn gradient_block(block: Block, want: Vec<bool>) -> Block {
         let handed_in = xs.iter().any(Tensor::is_variable);
         let leaves: Vec<Tensor> = inputs
             .iter()
-            .zip(&want)
+            .zip(want)
             .map(|(x, &w)| if w && !x.is_variable() { x.detach().into_variable() } else { x.clone() })
             .collect();
         let y = block(&leaves)?;
@@ -128,7 +233,7 @@ fn gradient_block(block: Block, want: Vec<bool>) -> Block {
             engine::run_with(&[&y], &[Some(gy)], options, engine::Drain::Inline)?;
         }
         let mut parts = Vec::with_capacity(leaves.len());
-        for (leaf, _) in leaves.iter().zip(&want).filter(|(_, &w)| w) {
+        for (leaf, _) in leaves.iter().zip(want).filter(|(_, &w)| w) {
             let g = leaf.grad().map_or_else(|| Tensor::zeros(leaf.shape()), Ok)?;
             parts.push(g.reshape(&[leaf.numel()])?);
         }
@@ -136,7 +241,7 @@ fn gradient_block(block: Block, want: Vec<bool>) -> Block {
         // pass starts only after this returns): clear them so nothing is counted twice.
         leaves.iter().for_each(Tensor::zero_grad);
         Tensor::concat(&parts.iter().collect::<Vec<_>>(), 0)
-    })
+    }
 }
 
 /// The record of a checkpoint: the block (its context bound), and detached handles to the
@@ -145,9 +250,29 @@ struct CheckpointBackward {
     block: Block,
     inputs: Vec<Array>,
     lenient: bool,
+    /// The block's final product, counted from its first product, when the block returns it
+    /// (see [`Final`]).
+    final_product: Option<usize>,
 }
 
 impl CheckpointBackward {
+    /// Runs the block again over `leaves`, leaving out its final product's kernel when the
+    /// first run found one (see [`Final`]); in full if the block did not return that product
+    /// this time.
+    fn recompute(&self, leaves: &[Tensor]) -> Result<Tensor> {
+        let Some(target) = self.final_product else {
+            return with_final(Final::Off, || (self.block)(leaves)).0;
+        };
+        let (y, pass) =
+            with_final(Final::Skip { products: 0, target, skipped: false, clean: false }, || (self.block)(leaves));
+        match (y, pass) {
+            (Ok(_), Final::Skip { skipped: true, clean: false, .. }) => {
+                with_final(Final::Off, || (self.block)(leaves)).0
+            }
+            (y, _) => y,
+        }
+    }
+
     /// The backward of a `create_graph` pass: the gradients are themselves a checkpoint of
     /// [`gradient_block`] over the reconnected inputs and `gy`, split back per input. Nothing
     /// of the recompute is kept; differentiating them recomputes the block again.
@@ -192,7 +317,7 @@ impl Backward for CheckpointBackward {
             .collect();
         let recomputed = {
             let _mode = set_grad_enabled(true);
-            (self.block)(&leaves)
+            self.recompute(&leaves)
         };
         let recomputed = recomputed
             .map_err(|e| Error::from(ErrorKind::Nested { context: "checkpoint recompute", source: Box::new(e) }))?;

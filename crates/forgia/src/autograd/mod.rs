@@ -15,7 +15,9 @@ mod reduce_to;
 mod tensor;
 
 pub use capture::grad;
+use checkpoint::note_reading_op;
 pub use checkpoint::{checkpoint, checkpoint_with};
+pub(crate) use checkpoint::{note_product, skip_final_product};
 pub use custom::{custom_op, CustomOp};
 pub use engine::BackwardOptions;
 pub use hooks::HookHandle;

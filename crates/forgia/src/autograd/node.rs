@@ -36,6 +36,17 @@ pub(crate) trait Backward: Send + Sync {
     /// The VJP. Computes a gradient only for operands with `cx.needs_grad(i)`.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads>;
 
+    /// Whether this kind of record reads values — its op's operands or output — in backward:
+    /// true unless a record says otherwise. An op whose record reads none (`add`, `sub`) may
+    /// run on an operand nobody computed, as after a checkpointed block's final product
+    /// during its recompute (see `checkpoint`).
+    fn reads_values() -> bool
+    where
+        Self: Sized,
+    {
+        true
+    }
+
     /// Work units (about one multiply-add each) of this backward, so the engine can run heavy
     /// independent branches on the pool. Small ops keep the default.
     fn estimated_work(&self) -> usize {
@@ -294,6 +305,9 @@ pub(crate) fn attach_saving_output<R: Backward + 'static>(
     inputs: &[&Tensor],
     record: impl FnOnce(&Tensor) -> R,
 ) -> Tensor {
+    if R::reads_values() {
+        super::note_reading_op();
+    }
     if !is_grad_enabled() || inputs.iter().all(|t| t.node.is_none()) {
         return value;
     }

@@ -231,6 +231,10 @@ impl Backward for AddBackward {
         "add"
     }
 
+    fn reads_values() -> bool {
+        false
+    }
+
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         Ok(smallvec::smallvec![cx.needs_grad(0).then(|| gy.clone()), cx.needs_grad(1).then(|| gy.clone())])
     }
@@ -242,6 +246,10 @@ struct SubBackward;
 impl Backward for SubBackward {
     fn name(&self) -> &'static str {
         "sub"
+    }
+
+    fn reads_values() -> bool {
+        false
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {

@@ -63,12 +63,15 @@ impl Tensor {
         let xm = MatRef { data: x.packed(), offset: 0, row_stride: k as isize, col_stride: 1 };
         // Wᵀ read in place: element (i, j) of Wᵀ is W[j, i].
         let wt = MatRef { data: w.packed(), offset: 0, row_stride: 1, col_stride: k as isize };
-        let mut scratch = crate::tensor::Scratch::new(OP, split_k_scratch(m, n, k))?;
-        gemm_split_k(m, n, k, xm, wt, &mut out, false, 1.0, &mut scratch);
-        if let Some(b) = bias {
-            // Added after the product rather than accumulated onto bias rows: the `gemm`
-            // crate's path that reads its destination ran 1.4–1.9× slower on these shapes.
-            b.with_data(|b| crate::kernels::norm::affine(&mut out, None, Some(b), 1));
+        // The final product of a checkpointed block's recompute: only its record is needed.
+        if !crate::autograd::skip_final_product() {
+            let mut scratch = crate::tensor::Scratch::new(OP, split_k_scratch(m, n, k))?;
+            gemm_split_k(m, n, k, xm, wt, &mut out, false, 1.0, &mut scratch);
+            if let Some(b) = bias {
+                // Added after the product rather than accumulated onto bias rows: the `gemm`
+                // crate's path that reads its destination ran 1.4–1.9× slower on these shapes.
+                b.with_data(|b| crate::kernels::norm::affine(&mut out, None, Some(b), 1));
+            }
         }
         let mut shape = self.shape().to_vec();
         *shape.last_mut().expect("rank checked above") = n;
@@ -77,7 +80,9 @@ impl Tensor {
         let r = shape.len();
         y.names = names::picked(self.names.as_ref(), &(0..r).map(|i| (i + 1 < r).then_some(i)).collect::<Vec<_>>());
         let inputs: SmallVec<[&Tensor; 3]> = [Some(self), Some(weight), bias].into_iter().flatten().collect();
-        Ok(attach(y, &inputs, || LinearBackward { x: x.value(), w: w.value(), rows: m, has_bias: bias.is_some() }))
+        let y = attach(y, &inputs, || LinearBackward { x: x.value(), w: w.value(), rows: m, has_bias: bias.is_some() });
+        crate::autograd::note_product();
+        Ok(y)
     }
 }
 
