@@ -5,6 +5,8 @@
 
 use rayon::prelude::*;
 
+mod max2x2;
+
 use crate::parallel::{self, PARALLEL_ELEMENTS};
 
 /// The window geometry of one pooling (checked by `ops/pool.rs`).
@@ -92,27 +94,14 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
 }
 
 /// [`max_plane`] for the usual 2x2 window with stride 2 and no padding (every window inside
-/// the plane): the same four taps in the same order with the same rule, unrolled.
-fn max_plane_2x2(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
+/// the plane): the same four taps in the same order with the same rule, a row of windows at
+/// a time in SIMD registers (`pool/max2x2.rs`).
+fn max_plane_2x2(tier: max2x2::Tier, g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
     let w = g.w;
     for i in 0..g.oh {
         let (r0, r1) = (&xp[2 * i * w..(2 * i + 1) * w], &xp[(2 * i + 1) * w..(2 * i + 2) * w]);
         let (yr, ar) = (&mut y[i * g.ow..(i + 1) * g.ow], &mut arg[i * g.ow..(i + 1) * g.ow]);
-        let base = (2 * i * w) as u32;
-        for j in 0..g.ow {
-            let c = 2 * j;
-            let (mut m, mut a) = (f32::NEG_INFINITY, base + c as u32);
-            for (v, at) in [(r0[c], c), (r0[c + 1], c + 1), (r1[c], w + c), (r1[c + 1], w + c + 1)] {
-                // Bit masks, not `if`: LLVM turned the selects into branches, which
-                // mispredict on every other window of real activations.
-                let take = ((v > m) | v.is_nan()) as u32;
-                let keep = take.wrapping_sub(1); // all ones where the old maximum stays
-                m = f32::from_bits((v.to_bits() & !keep) | (m.to_bits() & keep));
-                a = ((base + at as u32) & !keep) | (a & keep);
-            }
-            yr[j] = m;
-            ar[j] = a;
-        }
+        max2x2::row(tier, r0, r1, (2 * i * w) as u32, yr, ar);
     }
 }
 
@@ -123,7 +112,15 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32
     if ohw == 0 || hw == 0 {
         return;
     }
-    let plane = if g.k == (2, 2) && g.s == (2, 2) && g.p == (0, 0) { max_plane_2x2 } else { max_plane };
+    let tier = max2x2::Tier::detect();
+    let fast = g.k == (2, 2) && g.s == (2, 2) && g.p == (0, 0);
+    let plane = |g: &PoolGeom, xp: &[f32], y: &mut [f32], a: &mut [u32]| {
+        if fast {
+            max_plane_2x2(tier, g, xp, y, a)
+        } else {
+            max_plane(g, xp, y, a)
+        }
+    };
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             y.par_chunks_mut(ohw)
@@ -213,7 +210,7 @@ mod tests {
             let n = g.oh * g.ow;
             let (mut y1, mut a1, mut y2, mut a2) = (vec![0.0; n], vec![0; n], vec![0.0; n], vec![0; n]);
             max_plane(&g, &x, &mut y1, &mut a1);
-            max_plane_2x2(&g, &x, &mut y2, &mut a2);
+            max_plane_2x2(max2x2::Tier::detect(), &g, &x, &mut y2, &mut a2);
             assert_eq!(a1, a2, "{h}x{w}");
             assert_eq!(format!("{y1:?}"), format!("{y2:?}"), "{h}x{w}");
         }
