@@ -206,7 +206,11 @@ fn pool_map(map: PoolMap, t: &Tensor, g: PoolGeom, planes: [usize; 2]) -> Result
     let (h, w) = if map.to_input() { (g.h, g.w) } else { (g.oh, g.ow) };
     let count = planes[0] * planes[1];
     let out = t.try_with_data(op, |d| {
-        let mut out = crate::tensor::zeroed(op, count * h * w)?;
+        let n = count * h * w;
+        let mut out = match &map {
+            PoolMap::Scatter(_) if k::max_backward_overwrites(&g) => crate::tensor::buffer(op, n)?,
+            _ => crate::tensor::zeroed(op, n)?,
+        };
         match &map {
             PoolMap::Gather(arg) => k::max_gather(&g, d, arg.as_slice(), &mut out),
             PoolMap::Scatter(arg) => k::max_backward(&g, d, arg.as_slice(), &mut out),

@@ -181,6 +181,80 @@ unsafe fn row_avx2(r0: &[f32], r1: &[f32], base: u32, y: &mut [f32], arg: &mut [
     8 * groups
 }
 
+/// The backward of one output row: writes the two input rows `g0`, `g1` (each `w` floats,
+/// plane offset `base` for `g0[0]`) whole: `0 + gy[j]` at window `j`'s argmax `arg[j]`, `+0`
+/// elsewhere (the columns past the last window included). The same bits as adding `gy` into
+/// zeros at the argmax (`0 + -0 = +0`), without the zeroing pass or the scattered stores.
+pub(super) fn backward_row(tier: Tier, gy: &[f32], arg: &[u32], base: u32, g0: &mut [f32], g1: &mut [f32]) {
+    let w = g0.len();
+    assert!(g1.len() == w && arg.len() == gy.len() && 2 * gy.len() <= w, "2x2 pool backward row sizes");
+    #[cfg(target_arch = "x86_64")]
+    let done = match tier {
+        // SAFETY: `detect` saw AVX-512F; the sizes were checked just above.
+        Tier::Avx512 => unsafe { backward_row_avx512(gy, arg, base, g0, g1) },
+        Tier::Avx2 | Tier::Scalar => 0,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = {
+        let _ = tier;
+        0
+    };
+    for j in done..gy.len() {
+        let (c, a, v) = (2 * j, arg[j].wrapping_sub(base) as usize, 0.0 + gy[j]);
+        let at = |k: usize| if a == k { v } else { 0.0 };
+        (g0[c], g0[c + 1], g1[c], g1[c + 1]) = (at(c), at(c + 1), at(w + c), at(w + c + 1));
+    }
+    for row in [g0, g1] {
+        row[2 * gy.len()..].fill(0.0);
+    }
+}
+
+/// Every window of [`backward_row`] with AVX-512, 16 at a time (the last group under lane
+/// masks); returns how many windows it wrote (all of them).
+///
+/// # Safety
+/// The CPU supports AVX-512F; `g0.len() == g1.len() >= 2 * gy.len()` and
+/// `arg.len() == gy.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn backward_row_avx512(gy: &[f32], arg: &[u32], base: u32, g0: &mut [f32], g1: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    fn low(bits: usize) -> __mmask16 {
+        ((1u32 << bits) - 1) as __mmask16
+    }
+    let (w, n) = (g0.len(), gy.len());
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    // Interleaving indices: lanes 0..8 (then 8..16) of the even and odd taps, alternately.
+    let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    let (one, below) = (_mm512_set1_epi32(1), _mm512_set1_epi32(w as i32));
+    let mut j0 = 0;
+    while j0 < n {
+        let (r, c) = ((n - j0).min(16), 2 * j0);
+        let (first_half, second_half) = (low((2 * r).min(16)), low((2 * r).saturating_sub(16)));
+        // SAFETY: the loads read windows j0 .. j0 + r of `gy` and `arg`; the stores write the
+        // unmasked floats c .. c + 2r of both rows, inside them as c + 2r <= 2n <= w, and the
+        // second stores run only when some of their lanes are unmasked.
+        unsafe {
+            let v = _mm512_add_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(low(r), gy.as_ptr().add(j0)));
+            let a = _mm512_maskz_loadu_epi32(low(r), arg.as_ptr().add(j0).cast());
+            let first = _mm512_add_epi32(_mm512_set1_epi32((base as usize + c) as i32), even);
+            let second = _mm512_add_epi32(first, below);
+            for (row, at) in [(&mut *g0, first), (&mut *g1, second)] {
+                let ev = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, at), v);
+                let od = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(a, _mm512_add_epi32(at, one)), v);
+                let p = row.as_mut_ptr().add(c);
+                _mm512_mask_storeu_ps(p, first_half, _mm512_permutex2var_ps(ev, lo, od));
+                if second_half != 0 {
+                    _mm512_mask_storeu_ps(p.add(16), second_half, _mm512_permutex2var_ps(ev, hi, od));
+                }
+            }
+        }
+        j0 += r;
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +268,27 @@ mod tests {
             Tier::Scalar => {}
         }
         t
+    }
+
+    #[test]
+    fn every_tier_of_the_backward_writes_the_scatter_into_zeros_bit_for_bit() {
+        for w in [2, 3, 15, 16, 17, 31, 32, 33, 34, 47, 64, 65, 70, 97] {
+            let (ow, base) = (w / 2, 3 * w as u32);
+            // Gradients with signed zeros; argmax at every tap position in turn.
+            let gy: Vec<f32> = (0..ow).map(|j| if j % 5 == 0 { -0.0 } else { j as f32 - 6.5 }).collect();
+            let arg: Vec<u32> =
+                (0..ow).map(|j| base + [2 * j, 2 * j + 1, w + 2 * j, w + 2 * j + 1][j % 4] as u32).collect();
+            let mut want = vec![0.0f32; 2 * w];
+            for (&g, &a) in gy.iter().zip(&arg) {
+                want[(a - base) as usize] += g;
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for tier in tiers() {
+                let (mut g0, mut g1) = (vec![f32::NAN; w], vec![f32::NAN; w]);
+                backward_row(tier, &gy, &arg, base, &mut g0, &mut g1);
+                assert_eq!(bits(&[g0, g1].concat()), bits(&want), "{tier:?} width {w}");
+            }
+        }
     }
 
     #[test]
