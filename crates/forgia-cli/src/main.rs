@@ -64,6 +64,8 @@ fn quiet_broken_pipe() {
 }
 
 fn main() -> ExitCode {
+    #[cfg(feature = "mimalloc")]
+    alloc::configure();
     quiet_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {

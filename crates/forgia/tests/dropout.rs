@@ -96,3 +96,38 @@ fn ternary_ste_matmul_input_gradient_passes_gradcheck_and_batches() {
         ErrorKind::RankMismatch { .. }
     ));
 }
+
+/// The kept (non-zero) positions of `dropout(p, seed)` over `n` ones.
+fn kept(n: usize, p: f32, seed: u64) -> Vec<bool> {
+    Tensor::ones(&[n]).unwrap().dropout(p, seed, true).unwrap().to_vec().iter().map(|&v| v != 0.0).collect()
+}
+
+#[test]
+fn the_keep_rate_is_one_minus_p_within_four_standard_deviations_at_every_p() {
+    let n = 200_000; // above the parallel threshold: the chunked path
+    for p in [0.01f32, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99] {
+        for seed in [0, 1, 0xDEAD_BEEF] {
+            let k = kept(n, p, seed).iter().filter(|&&b| b).count() as f64;
+            let (mean, sd) = (n as f64 * (1.0 - p as f64), (n as f64 * p as f64 * (1.0 - p as f64)).sqrt());
+            assert!((k - mean).abs() < 4.0 * sd, "p {p} seed {seed}: kept {k}, expected {mean} ± {sd}");
+        }
+    }
+}
+
+#[test]
+fn masks_are_independent_across_neighbouring_positions_and_across_seeds() {
+    let (n, p) = (100_000, 0.5f32);
+    let a = kept(n, p, 11);
+    // Neighbours at several distances: both kept about (1-p)² of the time.
+    for d in [1, 2, 3, 16, 64, 1024] {
+        let both = (0..n - d).filter(|&i| a[i] && a[i + d]).count() as f64 / (n - d) as f64;
+        assert!((both - 0.25).abs() < 0.01, "distance {d}: {both}");
+    }
+    // Consecutive seeds (as `Dropout::seed_of_call` never gives, the hardest case) and a
+    // seed one bit apart: agreement about p² + (1-p)² = 1/2, not more.
+    for other in [12, 11 ^ (1 << 40), 11 ^ (1 << 32)] {
+        let b = kept(n, p, other);
+        let agree = a.iter().zip(&b).filter(|(x, y)| x == y).count() as f64 / n as f64;
+        assert!((agree - 0.5).abs() < 0.01, "seed {other}: agreement {agree}");
+    }
+}

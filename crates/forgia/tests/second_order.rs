@@ -278,3 +278,12 @@ fn forward_mode_through_conv_norm_and_pool_matches_finite_differences() {
         assert!((numeric - j).abs() <= 1e-2 + 1e-2 * j.abs(), "element {i}: numeric {numeric}, jvp {j}");
     }
 }
+
+#[test]
+fn dropout_and_the_2x2_max_pool_fast_paths_are_twice_differentiable() {
+    // Dropout's backward is dropout of the gradient (same seed), a linear map with its own
+    // record; the 2x2 pool's backward writes whole rows, its gradient is the gather.
+    let x = normal_var(&[2, 3, 6, 5], 21);
+    second_order(|x| x[0].dropout(0.4, 5, true)?.tanh().mul(&x[0].sum_all()), std::slice::from_ref(&x), 21);
+    second_order(|x| Ok(x[0].max_pool2d((2, 2), (2, 2), (0, 0))?.tanh()), std::slice::from_ref(&x), 22);
+}

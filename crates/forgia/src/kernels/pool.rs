@@ -5,6 +5,8 @@
 
 use rayon::prelude::*;
 
+mod max2x2;
+
 use crate::parallel::{self, PARALLEL_ELEMENTS};
 
 /// The window geometry of one pooling (checked by `ops/pool.rs`).
@@ -92,27 +94,14 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
 }
 
 /// [`max_plane`] for the usual 2x2 window with stride 2 and no padding (every window inside
-/// the plane): the same four taps in the same order with the same rule, unrolled.
-fn max_plane_2x2(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
+/// the plane): the same four taps in the same order with the same rule, a row of windows at
+/// a time in SIMD registers (`pool/max2x2.rs`).
+fn max_plane_2x2(tier: max2x2::Tier, g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
     let w = g.w;
     for i in 0..g.oh {
         let (r0, r1) = (&xp[2 * i * w..(2 * i + 1) * w], &xp[(2 * i + 1) * w..(2 * i + 2) * w]);
         let (yr, ar) = (&mut y[i * g.ow..(i + 1) * g.ow], &mut arg[i * g.ow..(i + 1) * g.ow]);
-        let base = (2 * i * w) as u32;
-        for j in 0..g.ow {
-            let c = 2 * j;
-            let (mut m, mut a) = (f32::NEG_INFINITY, base + c as u32);
-            for (v, at) in [(r0[c], c), (r0[c + 1], c + 1), (r1[c], w + c), (r1[c + 1], w + c + 1)] {
-                // Bit masks, not `if`: LLVM turned the selects into branches, which
-                // mispredict on every other window of real activations.
-                let take = ((v > m) | v.is_nan()) as u32;
-                let keep = take.wrapping_sub(1); // all ones where the old maximum stays
-                m = f32::from_bits((v.to_bits() & !keep) | (m.to_bits() & keep));
-                a = ((base + at as u32) & !keep) | (a & keep);
-            }
-            yr[j] = m;
-            ar[j] = a;
-        }
+        max2x2::row(tier, r0, r1, (2 * i * w) as u32, yr, ar);
     }
 }
 
@@ -123,7 +112,15 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32
     if ohw == 0 || hw == 0 {
         return;
     }
-    let plane = if g.k == (2, 2) && g.s == (2, 2) && g.p == (0, 0) { max_plane_2x2 } else { max_plane };
+    let tier = max2x2::Tier::detect();
+    let fast = is_2x2(g);
+    let plane = |g: &PoolGeom, xp: &[f32], y: &mut [f32], a: &mut [u32]| {
+        if fast {
+            max_plane_2x2(tier, g, xp, y, a)
+        } else {
+            max_plane(g, xp, y, a)
+        }
+    };
     if x.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| {
             y.par_chunks_mut(ohw)
@@ -138,9 +135,35 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32
     }
 }
 
-/// Routes each output gradient to its window's maximum, adding into the zeroed `gx`.
+/// True for the 2x2, stride-2, unpadded window, whose kernels have their own fast paths.
+fn is_2x2(g: &PoolGeom) -> bool {
+    g.k == (2, 2) && g.s == (2, 2) && g.p == (0, 0)
+}
+
+/// True when [`max_backward`] writes every element of `gx` (the 2x2 window: windows do not
+/// overlap, so each input element gets its one gradient or zero), so `gx` need not be zeroed.
+pub(crate) fn max_backward_overwrites(g: &PoolGeom) -> bool {
+    is_2x2(g)
+}
+
+/// Routes each output gradient to its window's maximum, adding into `gx`, which is zeroed by
+/// the caller unless [`max_backward_overwrites`] (then every element is written). `arg` comes
+/// from [`max_forward`] of the same geometry.
 pub(crate) fn max_backward(g: &PoolGeom, gy: &[f32], arg: &[u32], gx: &mut [f32]) {
     let (hw, ohw) = (g.h * g.w, g.oh * g.ow);
+    if is_2x2(g) {
+        let tier = max2x2::Tier::detect();
+        return planes(gx, hw, gy, ohw, |p, gp, out| {
+            let arg = &arg[p * ohw..(p + 1) * ohw];
+            let (w, rows) = (g.w, 2 * g.oh * g.w);
+            for (i, pair) in out[..rows].chunks_exact_mut(2 * w).enumerate() {
+                let (g0, g1) = pair.split_at_mut(w);
+                let (gr, ar) = (&gp[i * g.ow..(i + 1) * g.ow], &arg[i * g.ow..(i + 1) * g.ow]);
+                max2x2::backward_row(tier, gr, ar, (2 * i * w) as u32, g0, g1);
+            }
+            out[rows..].fill(0.0); // an odd last row, outside every window
+        });
+    }
     planes(gx, hw, gy, ohw, |p, gp, out| {
         for (&g, &a) in gp.iter().zip(&arg[p * ohw..(p + 1) * ohw]) {
             out[a as usize] += g;
@@ -213,9 +236,31 @@ mod tests {
             let n = g.oh * g.ow;
             let (mut y1, mut a1, mut y2, mut a2) = (vec![0.0; n], vec![0; n], vec![0.0; n], vec![0; n]);
             max_plane(&g, &x, &mut y1, &mut a1);
-            max_plane_2x2(&g, &x, &mut y2, &mut a2);
+            max_plane_2x2(max2x2::Tier::detect(), &g, &x, &mut y2, &mut a2);
             assert_eq!(a1, a2, "{h}x{w}");
             assert_eq!(format!("{y1:?}"), format!("{y2:?}"), "{h}x{w}");
+        }
+    }
+
+    #[test]
+    fn the_2x2_backward_overwrites_stale_values_with_the_scatter_into_zeros_on_odd_planes() {
+        for (h, w) in [(4, 4), (5, 7), (2, 3), (9, 2), (28, 28), (15, 37)] {
+            let g = PoolGeom { h, w, oh: h / 2, ow: w / 2, k: (2, 2), s: (2, 2), p: (0, 0) };
+            assert!(max_backward_overwrites(&g));
+            let planes = 3;
+            let x: Vec<f32> = (0..planes * h * w).map(|i| ((i * 7919) % 13) as f32).collect();
+            let n = planes * g.oh * g.ow;
+            let (mut y, mut arg) = (vec![0.0; n], vec![0; n]);
+            max_forward(&g, &x, &mut y, &mut arg);
+            let gy: Vec<f32> = (0..n).map(|i| if i % 3 == 0 { -0.0 } else { i as f32 * 0.5 - 3.0 }).collect();
+            let mut want = vec![0.0f32; planes * h * w];
+            for (o, (&gv, &a)) in gy.iter().zip(&arg).enumerate() {
+                want[o / (g.oh * g.ow) * h * w + a as usize] += gv;
+            }
+            let mut gx = vec![f32::NAN; planes * h * w];
+            max_backward(&g, &gy, &arg, &mut gx);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&gx), bits(&want), "{h}x{w}");
         }
     }
 }

@@ -66,8 +66,8 @@ pub struct AttentionOptions<'a> {
 }
 
 /// Dropout on the attention probabilities: probability `(b, h, i, j)` of the `[B, Hq, Sq, Sk]`
-/// matrix (flat row-major index `n`) is kept iff `mix64(seed ^ mix64(n))`, read as a uniform
-/// in `[0, 1)`, is `>= p` (the rule of [`Tensor::dropout`]), then scaled by `1/(1-p)`. The mask
+/// matrix (flat row-major index `n`) is kept by the rule of [`Tensor::dropout`] (a keyed hash
+/// of `(seed, n)`, read as a uniform in `[0, 1)`, is `>= p`), then scaled by `1/(1-p)`. The mask
 /// is a pure function of the seed and the index and is never stored: the backward regenerates
 /// it, and a checkpointed block replays it bitwise. Use a fresh seed per step and layer.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -24,7 +24,8 @@ impl Tensor {
         }
         let scale = scale(p);
         let y = self.try_with_data("dropout", |d| {
-            let mut y = crate::tensor::zeroed("dropout", d.len())?;
+            // Every element is written (kept or zero), so a recycled buffer serves.
+            let mut y = crate::tensor::buffer("dropout", d.len())?;
             k::apply(Some(d), seed, p, scale, &mut y);
             Ok(y)
         })?;
@@ -54,12 +55,11 @@ impl Backward for DropoutBackward {
         "dropout"
     }
 
+    /// `gx = gy · mask / (1-p)`: dropout of `gy` with the same seed (one fused pass, no mask
+    /// tensor), which records itself again in a `create_graph` pass.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
         let _ = cx;
-        let n = gy.numel();
-        let mut mask = crate::tensor::zeroed("dropout", n)?;
-        k::apply(None, self.seed, self.p, scale(self.p), &mut mask);
-        let mask = Tensor::from_parts(mask, &self.shape);
-        Ok(smallvec::smallvec![Some(gy.mul(&mask)?)])
+        debug_assert_eq!(gy.shape(), &self.shape[..]);
+        Ok(smallvec::smallvec![Some(gy.dropout(self.p, self.seed, true)?)])
     }
 }

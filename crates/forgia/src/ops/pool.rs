@@ -8,7 +8,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pool::{self as k, PoolGeom};
-use crate::tensor::Size;
+use crate::tensor::{Scratch, Size};
 
 const OP_UP: &str = "upsample_nearest2d";
 
@@ -70,8 +70,8 @@ impl Tensor {
             } else {
                 crate::tensor::zeroed("max_pool2d", n)?
             };
-            let (mut y, mut arg) = (y, vec![0u32; n]);
-            k::max_forward(&g, d, &mut y, &mut arg);
+            let (mut y, mut arg) = (y, Argmax::new(n, g.h * g.w > 0)?);
+            k::max_forward(&g, d, &mut y, arg.as_mut_slice());
             Ok((y, arg))
         })?;
         let planes = [self.shape()[0], self.shape()[1]];
@@ -130,6 +130,34 @@ impl Tensor {
     }
 }
 
+/// The in-plane argmax index of each output of a max pooling, held in a buffer of the tensor
+/// buffer cache (as `f32` storage of the same length, viewed as `u32`), so the indices of
+/// every training step reuse the memory of the last instead of faulting in fresh pages.
+struct Argmax(Scratch);
+
+impl Argmax {
+    /// `n` indices: unspecified values when the kernel writes them all (`written`), else zeros.
+    fn new(n: usize, written: bool) -> Result<Argmax> {
+        let mut buf = Scratch::new("max_pool2d", n)?;
+        if !written {
+            buf.fill(0.0); // all-zero bits: index 0
+        }
+        Ok(Argmax(buf))
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        // SAFETY: `f32` and `u32` have the same size and alignment and every bit pattern is a
+        // valid value of both, so the buffer's `len` floats are `len` valid `u32`s, borrowed
+        // for as long as `self` is.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u32>(), self.0.len()) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u32] {
+        // SAFETY: as in `as_slice`, with the unique borrow of `self` making this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast::<u32>(), self.0.len()) }
+    }
+}
+
 /// Which linear map of one pooling geometry a node computes: max pooling reads its saved
 /// argmax (`Gather`) and its gradient scatters to it (`Scatter`); average pooling (`Avg`) and
 /// its gradient (`AvgT`, its transpose). Each map's gradient is its partner, so the records
@@ -137,9 +165,9 @@ impl Tensor {
 #[derive(Clone)]
 enum PoolMap {
     /// `[.., H, W] → [.., OH, OW]`: `y[o] = x[argmax[o]]` (max_pool2d and its second order).
-    Gather(Arc<Vec<u32>>),
+    Gather(Arc<Argmax>),
     /// `[.., OH, OW] → [.., H, W]`: `gx[argmax[o]] += gy[o]`.
-    Scatter(Arc<Vec<u32>>),
+    Scatter(Arc<Argmax>),
     /// `[.., H, W] → [.., OH, OW]`: window means.
     Avg,
     /// `[.., OH, OW] → [.., H, W]`: each value spread `/ (kh·kw)` over its window.
@@ -178,10 +206,14 @@ fn pool_map(map: PoolMap, t: &Tensor, g: PoolGeom, planes: [usize; 2]) -> Result
     let (h, w) = if map.to_input() { (g.h, g.w) } else { (g.oh, g.ow) };
     let count = planes[0] * planes[1];
     let out = t.try_with_data(op, |d| {
-        let mut out = crate::tensor::zeroed(op, count * h * w)?;
+        let n = count * h * w;
+        let mut out = match &map {
+            PoolMap::Scatter(_) if k::max_backward_overwrites(&g) => crate::tensor::buffer(op, n)?,
+            _ => crate::tensor::zeroed(op, n)?,
+        };
         match &map {
-            PoolMap::Gather(arg) => k::max_gather(&g, d, arg, &mut out),
-            PoolMap::Scatter(arg) => k::max_backward(&g, d, arg, &mut out),
+            PoolMap::Gather(arg) => k::max_gather(&g, d, arg.as_slice(), &mut out),
+            PoolMap::Scatter(arg) => k::max_backward(&g, d, arg.as_slice(), &mut out),
             PoolMap::Avg => k::avg_forward(&g, d, &mut out),
             PoolMap::AvgT => k::avg_backward(&g, d, &mut out),
         }

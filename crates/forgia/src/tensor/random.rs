@@ -1,8 +1,8 @@
 //! A small, explicit, seeded random number generator (SplitMix64 for seeding, xoshiro256++
 //! for the stream) and the stateless hash behind dropout masks.
 
-/// SplitMix64's finalizer: a stateless hash of a 64-bit value. Dropout derives each mask
-/// element from `mix64(seed ^ mix64(index))`, so masks are pure functions of (seed, index).
+/// SplitMix64's finalizer: a stateless hash of a 64-bit value. Dropout keys its per-element
+/// hash with `mix64(seed ^ mix64(index >> 32))`, so masks are pure functions of (seed, index).
 pub(crate) fn mix64(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
