@@ -47,7 +47,8 @@ pub(crate) trait Backward: Send + Sync {
 /// builds a graph of the gradients themselves (`create_graph`).
 pub(crate) struct VjpCtx<'a> {
     pub(super) node: &'a Arc<Node>,
-    pub(super) parents: &'a [Option<Held<'a>>],
+    /// The operand links of the firing node's edge (read in place: firing clones no `Arc`).
+    pub(super) parents: &'a [Option<Parent>],
     /// In a capturing pass (`grad`), which operands lead to one of its inputs.
     pub(super) wanted: Option<&'a [bool]>,
     pub(super) create_graph: bool,
@@ -57,7 +58,7 @@ impl VjpCtx<'_> {
     /// True when operand `i` needs a gradient: it is not a constant (and, in a pass that
     /// returns the gradients of given inputs, it leads to one of them).
     pub(crate) fn needs_grad(&self, i: usize) -> bool {
-        self.parents.get(i).is_some_and(Option::is_some) && self.wanted.is_none_or(|w| w[i])
+        self.parents.get(i).is_some_and(|p| p.as_ref().is_some_and(Parent::is_live)) && self.wanted.is_none_or(|w| w[i])
     }
 
     /// True during a `create_graph` pass (records then run with recording on).
@@ -71,7 +72,7 @@ impl VjpCtx<'_> {
     pub(crate) fn input(&self, i: usize, saved: &Array) -> Tensor {
         let mut t = Tensor::from(saved);
         if self.create_graph {
-            t.node = self.parents[i].as_deref().cloned();
+            t.node = self.parents[i].as_ref().and_then(Parent::get).map(Held::into_owned);
         }
         t
     }
@@ -102,15 +103,16 @@ pub(super) struct Edge {
     pub(super) parents: SmallVec<[Option<Parent>; 2]>,
 }
 
+/// An operand's node held for one delivery: borrowed from the edge (or moved out of a released
+/// one) for an op result, an upgraded handle for a variable (so firing costs no reference-count
+/// traffic on interior edges).
+pub(super) type Held<'a> = std::borrow::Cow<'a, Arc<Node>>;
+
 /// A link from a node to an operand's node: it owns an op result's node (the graph keeps its
 /// interior alive), but not a variable's: only the variable's handles own a leaf. So a leaf's
 /// gradient that carries a graph reaching back to the leaf (a `create_graph` pass) makes no
 /// `Arc` cycle, and dropping the variable frees the gradient and its graph. A contribution to
 /// a leaf nobody holds any more is dropped: no handle is left to read it.
-/// An operand's node held for one firing: borrowed from the edge for an op result, an upgraded
-/// handle for a variable (so firing costs no reference-count traffic on interior edges).
-pub(super) type Held<'a> = std::borrow::Cow<'a, Arc<Node>>;
-
 pub(super) enum Parent {
     Interior(Arc<Node>),
     Leaf(Weak<Node>),
@@ -122,6 +124,14 @@ impl Parent {
             Parent::Leaf(Arc::downgrade(node))
         } else {
             Parent::Interior(node.clone())
+        }
+    }
+
+    /// False for a leaf that was dropped (no handle is left to read its gradient).
+    pub(super) fn is_live(&self) -> bool {
+        match self {
+            Parent::Interior(_) => true,
+            Parent::Leaf(w) => w.strong_count() > 0,
         }
     }
 
@@ -229,9 +239,10 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    #[inline]
     fn new(shape: &[usize], name: &'static str, heavy: bool, edge: Option<Edge>) -> Node {
         Node {
-            shape: NodeShape::from_slice(shape),
+            shape: crate::tensor::layout::copy_small(shape),
             name,
             heavy,
             leaf: edge.is_none(),
@@ -242,6 +253,20 @@ impl Node {
             flags: AtomicU8::new(0),
             edge: Mutex::new(edge),
         }
+    }
+
+    /// An op result's node, built in its `Arc`'s own allocation (a node built first and moved
+    /// in costs a copy of its 160 bytes on every op).
+    #[inline]
+    fn new_arc(shape: &[usize], name: &'static str, heavy: bool, edge: Edge) -> Arc<Node> {
+        let node = Arc::<Node>::new_uninit();
+        // SAFETY: `node` was created just above and has no other handle, so this is the only
+        // access to its contents; `Arc::as_ptr` points at them (a raw pointer, no shared
+        // reference is made).
+        let slot = unsafe { &mut *Arc::as_ptr(&node).cast_mut() };
+        slot.write(Node::new(shape, name, heavy, Some(edge)));
+        // SAFETY: written just above.
+        unsafe { node.assume_init() }
     }
 
     /// A leaf node (a variable).
@@ -304,9 +329,8 @@ pub(crate) fn attach_saving_output<R: Backward + 'static>(
         parents.push(t.node.as_ref().map(Parent::new));
     }
     let edge = Edge { parents, record: Box::new(record) };
-    let node = Node::new(value.shape(), name, heavy, Some(edge));
     let mut out = value;
-    out.node = Some(Arc::new(node));
+    out.node = Some(Node::new_arc(out.shape(), name, heavy, edge));
     out
 }
 
