@@ -254,8 +254,11 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
                 // The list owns the node from here (the rollback finds it there).
                 visited.push(node);
                 let node = visited.last().expect("pushed above");
-                let edge = node.edge.lock();
-                let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
+                // SAFETY: this pass won the node's idle → pending CAS just above and the drain
+                // has not started: this thread owns the node.
+                let Some(edge) = (unsafe { node.edge() }) else {
+                    return fail(ErrorKind::GraphReleased { op: node.name });
+                };
                 for p in edge.parents.iter().flatten().filter_map(Parent::interior) {
                     stack.push(p.clone());
                 }
@@ -377,8 +380,9 @@ fn fire(
     if let (Some(c), Some(g)) = (capture, &gy) {
         c.deliver(node, g, options.create_graph)?; // an op result given as an input
     }
-    let mut edge_slot = node.edge.lock();
-    let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
+    // SAFETY: this thread took the node's counter to 0 (or seeded it) and fires it; it stays
+    // the owner until the Release store of `IDLE` below, after the last use of the edge.
+    let edge = unsafe { node.edge() }.as_ref().expect("a prepared node keeps its edge until it fires");
     // The record reads the operand links in place (`VjpCtx::parents`); a leaf dropped meanwhile
     // gets no gradient (none can read it).
     let n = edge.parents.len();
@@ -410,7 +414,8 @@ fn fire(
         }
         None
     } else {
-        let mut released = edge_slot.take().expect("a prepared node keeps its edge until it fires");
+        // SAFETY: as above; `edge` and `cx` (its only borrows) are not used after this point.
+        let mut released = unsafe { node.edge_mut() }.take().expect("a prepared node keeps its edge until it fires");
         for i in 0..released.parents.len() {
             if let Some(parent) = released.parents[i].take().and_then(Parent::into_held) {
                 deliver(i, parent, &mut grads, wanted, pass, ready)?;
@@ -418,7 +423,6 @@ fn fire(
         }
         Some(released)
     };
-    drop(edge_slot);
     drop(released);
     node.pass.store(0, Ordering::Relaxed);
     // Release: a later pass's Acquire CAS on the state sees everything this firing did.

@@ -3,6 +3,7 @@
 //! op's record implements and the one funnel (`attach`) that decides whether an op result
 //! gets a node.
 
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 use std::sync::{Arc, Weak};
 
@@ -234,9 +235,19 @@ pub(crate) struct Node {
     pub(super) pass: AtomicU64,
     /// [`DONE`] and [`RETAIN`] (one byte for both keeps the node in its size class).
     pub(super) flags: AtomicU8,
-    /// `None` for a leaf, and for an interior node whose record a pass released.
-    pub(super) edge: Mutex<Option<Edge>>,
+    /// `None` for a leaf, and for an interior node whose record a pass released. Not behind a
+    /// lock: the node's state machine already gives one thread at a time the right to touch it
+    /// (see [`Node::edge`]), and a lock taken twice per op for nothing cost W1 four atomic
+    /// read-modify-writes per op.
+    edge: UnsafeCell<Option<Edge>>,
 }
+
+// SAFETY: every field but `edge` is `Sync` on its own. `edge` is read or written only through
+// `Node::edge` / `Node::edge_mut`, whose callers own the node for a pass (they won its
+// idle → pending CAS, or took its counter to 0), or through `&mut Node`; ownership passes
+// between threads through the state's Acquire CAS and Release stores and the counter's AcqRel
+// decrement (`autograd/README.md`, memory orderings), so no two threads ever access it at once.
+unsafe impl Sync for Node {}
 
 impl Node {
     #[inline]
@@ -251,7 +262,7 @@ impl Node {
             state: AtomicU8::new(IDLE),
             pass: AtomicU64::new(0),
             flags: AtomicU8::new(0),
-            edge: Mutex::new(edge),
+            edge: UnsafeCell::new(edge),
         }
     }
 
@@ -272,6 +283,28 @@ impl Node {
     /// A leaf node (a variable).
     pub(crate) fn leaf(shape: &[usize]) -> Node {
         Node::new(shape, "variable", false, None)
+    }
+
+    /// The node's edge.
+    ///
+    /// # Safety
+    /// The calling thread owns the node in the current pass: it won the node's idle → pending
+    /// CAS in `prepare` and the drain has not started (the walks of `prepare`, `Capture::mark`,
+    /// `PassLeaves::collect`), or it took the node's pending counter to 0 and is firing it, and
+    /// the node is not back to idle. No [`Node::edge_mut`] borrow is alive.
+    pub(super) unsafe fn edge(&self) -> &Option<Edge> {
+        // SAFETY: the caller owns the node (above), so nothing writes the edge meanwhile.
+        unsafe { &*self.edge.get() }
+    }
+
+    /// The node's edge, to release it.
+    ///
+    /// # Safety
+    /// As [`Node::edge`], and no other borrow of the edge is alive.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn edge_mut(&self) -> &mut Option<Edge> {
+        // SAFETY: the caller owns the node and holds no other borrow of the edge (above).
+        unsafe { &mut *self.edge.get() }
     }
 
     /// True for a variable's node.
