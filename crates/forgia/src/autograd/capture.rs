@@ -127,10 +127,13 @@ impl Capture {
                 self.needed.insert(k, leads);
             } else if !self.needed.contains_key(&k) {
                 // In a DAG no copy of `node` can sit above this marker before it is decided.
-                let parents: Vec<Arc<Node>> = {
-                    let edge = node.edge.lock();
-                    edge.iter().flat_map(|e| e.parents.iter().flatten().filter_map(Parent::interior).cloned()).collect()
-                };
+                // SAFETY: the walk runs after this pass's prepare walk and before its drain, on
+                // the pass's thread, over nodes the prepare walk claimed: this thread owns them.
+                let edge = unsafe { node.edge() };
+                let parents: Vec<Arc<Node>> = edge
+                    .iter()
+                    .flat_map(|e| e.parents.iter().flatten().filter_map(Parent::interior).cloned())
+                    .collect();
                 stack.push((node, true));
                 stack.extend(parents.into_iter().filter(|p| !self.needed.contains_key(&key(p))).map(|p| (p, false)));
             }
@@ -138,7 +141,8 @@ impl Capture {
     }
 
     fn any_needed_parent(&self, node: &Node) -> bool {
-        let edge = node.edge.lock();
+        // SAFETY: as in `mark`, its only caller: a node this pass claimed, before the drain.
+        let edge = unsafe { node.edge() };
         edge.iter().flat_map(|e| e.parents.iter().flatten()).any(|p| match p {
             Parent::Interior(n) => self.needed.get(&key(n)).copied().unwrap_or(false),
             Parent::Leaf(w) => self.index.contains_key(&(w.as_ptr() as usize)),

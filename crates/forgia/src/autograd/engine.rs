@@ -254,8 +254,11 @@ fn prepare(roots: &[(Arc<Node>, Option<Tensor>)], pass_id: u64, visited: &mut Ve
                 // The list owns the node from here (the rollback finds it there).
                 visited.push(node);
                 let node = visited.last().expect("pushed above");
-                let edge = node.edge.lock();
-                let Some(edge) = edge.as_ref() else { return fail(ErrorKind::GraphReleased { op: node.name }) };
+                // SAFETY: this pass won the node's idle → pending CAS just above and the drain
+                // has not started: this thread owns the node.
+                let Some(edge) = (unsafe { node.edge() }) else {
+                    return fail(ErrorKind::GraphReleased { op: node.name });
+                };
                 for p in edge.parents.iter().flatten().filter_map(Parent::interior) {
                     stack.push(p.clone());
                 }
@@ -377,71 +380,87 @@ fn fire(
     if let (Some(c), Some(g)) = (capture, &gy) {
         c.deliver(node, g, options.create_graph)?; // an op result given as an input
     }
-    let mut edge_slot = node.edge.lock();
-    let edge = edge_slot.as_ref().expect("a prepared node keeps its edge until it fires");
-    // Held for this firing only: a leaf dropped meanwhile gets no gradient (none can read it).
-    let mut parents: SmallVec<[Option<Held<'_>>; 2]> = SmallVec::new();
-    for p in &edge.parents {
-        parents.push(p.as_ref().and_then(Parent::get));
-    }
+    // SAFETY: this thread took the node's counter to 0 (or seeded it) and fires it; it stays
+    // the owner until the Release store of `IDLE` below, after the last use of the edge.
+    let edge = unsafe { node.edge() }.as_ref().expect("a prepared node keeps its edge until it fires");
+    // The record reads the operand links in place (`VjpCtx::parents`); a leaf dropped meanwhile
+    // gets no gradient (none can read it).
+    let n = edge.parents.len();
     // In a capturing pass, only the operands that lead to an input get a gradient.
-    let wanted: Option<SmallVec<[bool; 2]>> =
-        capture.map(|c| parents.iter().map(|p| p.as_ref().is_some_and(|p| c.needed(p))).collect());
-    let cx = VjpCtx { node, parents: &parents, wanted: wanted.as_deref(), create_graph: options.create_graph };
-    let mut grads = None;
-    if let Some(gy) = gy.as_ref().filter(|_| (0..parents.len()).any(|i| cx.needs_grad(i))) {
+    let wanted: Option<SmallVec<[bool; 2]>> = capture
+        .map(|c| edge.parents.iter().map(|p| p.as_ref().and_then(Parent::get).is_some_and(|p| c.needed(&p))).collect());
+    let cx = VjpCtx { node, parents: &edge.parents, wanted: wanted.as_deref(), create_graph: options.create_graph };
+    // Filled in place by the record (an empty list when it does not run): the list is a few
+    // hundred bytes, so it is written once instead of moved through every return.
+    let mut grads = Grads::new();
+    if let Some(gy) = gy.as_ref().filter(|_| (0..n).any(|i| cx.needs_grad(i))) {
         let _mode = set_grad_enabled(options.create_graph);
-        let mut out = match keep_kernels {
-            None => run_record(&*edge.record, &cx, gy)?,
-            Some(keep) => crate::parallel::with_kernels_on_this_thread(keep, || run_record(&*edge.record, &cx, gy))?,
-        };
-        check(&*edge.record, &parents, &mut out, options.detect_anomaly)?;
-        grads = Some(out);
+        match keep_kernels {
+            None => run_record(&*edge.record, &cx, gy, &mut grads)?,
+            Some(keep) => {
+                crate::parallel::with_kernels_on_this_thread(keep, || run_record(&*edge.record, &cx, gy, &mut grads))?
+            }
+        }
+        check(&*edge.record, &edge.parents, &mut grads, options.detect_anomaly)?;
     }
-    let needs: SmallVec<[bool; 2]> = (0..parents.len()).map(|i| cx.needs_grad(i)).collect();
+    let wanted = wanted.as_deref();
     // Without `retain_graph` the edge is released here: its operand links move onto the ready
     // list (no reference-count traffic), and its record with the saved tensors is freed below.
-    let mut released;
-    let links = if pass.retain {
-        released = None;
-        parents
+    let released = if pass.retain {
+        for (i, p) in edge.parents.iter().enumerate() {
+            if let Some(parent) = p.as_ref().and_then(Parent::get) {
+                deliver(i, parent, &mut grads, wanted, pass, ready)?;
+            }
+        }
+        None
     } else {
-        drop(parents);
-        released = edge_slot.take();
-        let edge = released.as_mut().expect("a prepared node keeps its edge until it fires");
-        let mut links: SmallVec<[Option<Held<'_>>; 2]> = SmallVec::new();
-        for p in edge.parents.drain(..) {
-            links.push(p.and_then(Parent::into_held));
+        // SAFETY: as above; `edge` and `cx` (its only borrows) are not used after this point.
+        let mut released = unsafe { node.edge_mut() }.take().expect("a prepared node keeps its edge until it fires");
+        for i in 0..released.parents.len() {
+            if let Some(parent) = released.parents[i].take().and_then(Parent::into_held) {
+                deliver(i, parent, &mut grads, wanted, pass, ready)?;
+            }
         }
-        links
+        Some(released)
     };
-    for (i, parent) in links.into_iter().enumerate() {
-        let Some(parent) = parent else { continue };
-        let delivered = grads.as_mut().and_then(|gs| gs[i].take()).filter(|_| needs[i]);
-        let got = delivered.is_some();
-        let mut handed = None;
-        match (capture, delivered) {
-            (Some(c), Some(g)) if parent.leaf => c.deliver(&parent, &g, options.create_graph)?,
-            (_, Some(g)) if !parent.leaf => handed = hand_or_accumulate(&parent, g, options.create_graph)?,
-            (_, Some(g)) => accumulate(&parent, g, options.create_graph)?,
-            (_, None) => {}
-        }
-        if parent.leaf && !pass.leaves.is_empty() {
-            pass.leaves.arrive(&parent, got)?;
-        }
-        // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
-        // every contribution the other threads delivered before their decrements.
-        if !parent.leaf && parent.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
-            ready.push((parent.into_owned(), handed));
-        } else {
-            debug_assert!(handed.is_none(), "a gradient is handed over only with the last contribution");
-        }
-    }
-    drop(edge_slot);
     drop(released);
     node.pass.store(0, Ordering::Relaxed);
     // Release: a later pass's Acquire CAS on the state sees everything this firing did.
     node.state.store(IDLE, Ordering::Release);
+    Ok(())
+}
+
+/// Delivers operand `i`'s gradient from a firing (taken out of `grads`; none when the record
+/// did not run or computed none, or the operand is not wanted by a capturing pass), counts the
+/// delivery, and pushes the operand onto `ready` when this was its last pending contribution.
+fn deliver(
+    i: usize,
+    parent: Held<'_>,
+    grads: &mut Grads,
+    wanted: Option<&[bool]>,
+    pass: &Pass,
+    ready: &mut Vec<Ready>,
+) -> Result<()> {
+    let create_graph = pass.options.create_graph;
+    let delivered = grads.get_mut(i).and_then(Option::take).filter(|_| wanted.is_none_or(|w| w[i]));
+    let got = delivered.is_some();
+    let mut handed = None;
+    match (&pass.capture, delivered) {
+        (Some(c), Some(g)) if parent.leaf => c.deliver(&parent, &g, create_graph)?,
+        (_, Some(g)) if !parent.leaf => handed = hand_or_accumulate(&parent, g, create_graph)?,
+        (_, Some(g)) => accumulate(&parent, g, create_graph)?,
+        (_, None) => {}
+    }
+    if parent.leaf && !pass.leaves.is_empty() {
+        pass.leaves.arrive(&parent, got)?;
+    }
+    // AcqRel: the thread that takes the counter from 1 to 0 fires the parent, and must see
+    // every contribution the other threads delivered before their decrements.
+    if !parent.leaf && parent.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+        ready.push((parent.into_owned(), handed));
+    } else {
+        debug_assert!(handed.is_none(), "a gradient is handed over only with the last contribution");
+    }
     Ok(())
 }
 
@@ -452,8 +471,13 @@ fn fire(
 /// `AssertUnwindSafe`: after a panic the engine touches only what the rollback resets (the
 /// node's counters, state and partial sum); the record itself is left as the panic left it,
 /// which is the user's state to fix, exactly as with a record that returns an error.
-fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-    catch_unwind(AssertUnwindSafe(|| record.backward(cx, gy))).unwrap_or_else(|payload| {
+/// The gradients go to `out` (written once, not moved through the unwinding boundary).
+fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+    catch_unwind(AssertUnwindSafe(|| {
+        *out = record.backward(cx, gy)?;
+        Ok(())
+    }))
+    .unwrap_or_else(|payload| {
         let message = match payload.downcast::<String>() {
             Ok(s) => *s,
             Err(payload) => match payload.downcast::<&'static str>() {
@@ -468,18 +492,14 @@ fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Gra
 /// Validates a record's output before any of it is delivered, and sums each gradient that
 /// arrives in a broadcast of its operand's shape back to that shape (the one place broadcast
 /// gradients are reduced; records never do it themselves).
-fn check(
-    record: &dyn Backward,
-    parents: &[Option<Held<'_>>],
-    grads: &mut [Option<Tensor>],
-    anomaly: bool,
-) -> Result<()> {
+fn check(record: &dyn Backward, parents: &[Option<Parent>], grads: &mut [Option<Tensor>], anomaly: bool) -> Result<()> {
     if grads.len() != parents.len() {
         let operand = grads.len().min(parents.len());
         return fail(ErrorKind::MissingBackwardGradient { op: record.name(), operand });
     }
     for (i, (p, g)) in parents.iter().zip(grads.iter_mut()).enumerate() {
-        let (Some(p), Some(g)) = (p, g) else { continue };
+        // A dropped leaf's gradient is never delivered: nothing to check.
+        let (Some(p), Some(g)) = (p.as_ref().and_then(Parent::get), g) else { continue };
         if same_shape(g.shape(), &p.shape) {
             // The common case: nothing to sum or to report.
         } else if expandable(&p.shape, g.shape()) {

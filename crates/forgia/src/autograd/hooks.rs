@@ -170,8 +170,9 @@ impl PassLeaves {
             count(root.clone());
         }
         for node in visited {
-            let edge = node.edge.lock();
-            let Some(edge) = edge.as_ref() else { continue };
+            // SAFETY: `visited` holds the nodes this pass's prepare walk claimed, and the
+            // drain has not started: this thread owns them.
+            let Some(edge) = (unsafe { node.edge() }) else { continue };
             for parent in edge.parents.iter().flatten() {
                 if let Parent::Leaf(w) = parent {
                     if let Some(leaf) = w.upgrade() {

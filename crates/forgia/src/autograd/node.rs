@@ -3,6 +3,7 @@
 //! op's record implements and the one funnel (`attach`) that decides whether an op result
 //! gets a node.
 
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 use std::sync::{Arc, Weak};
 
@@ -58,7 +59,8 @@ pub(crate) trait Backward: Send + Sync {
 /// builds a graph of the gradients themselves (`create_graph`).
 pub(crate) struct VjpCtx<'a> {
     pub(super) node: &'a Arc<Node>,
-    pub(super) parents: &'a [Option<Held<'a>>],
+    /// The operand links of the firing node's edge (read in place: firing clones no `Arc`).
+    pub(super) parents: &'a [Option<Parent>],
     /// In a capturing pass (`grad`), which operands lead to one of its inputs.
     pub(super) wanted: Option<&'a [bool]>,
     pub(super) create_graph: bool,
@@ -68,7 +70,7 @@ impl VjpCtx<'_> {
     /// True when operand `i` needs a gradient: it is not a constant (and, in a pass that
     /// returns the gradients of given inputs, it leads to one of them).
     pub(crate) fn needs_grad(&self, i: usize) -> bool {
-        self.parents.get(i).is_some_and(Option::is_some) && self.wanted.is_none_or(|w| w[i])
+        self.parents.get(i).is_some_and(|p| p.as_ref().is_some_and(Parent::is_live)) && self.wanted.is_none_or(|w| w[i])
     }
 
     /// True during a `create_graph` pass (records then run with recording on).
@@ -82,7 +84,7 @@ impl VjpCtx<'_> {
     pub(crate) fn input(&self, i: usize, saved: &Array) -> Tensor {
         let mut t = Tensor::from(saved);
         if self.create_graph {
-            t.node = self.parents[i].as_deref().cloned();
+            t.node = self.parents[i].as_ref().and_then(Parent::get).map(Held::into_owned);
         }
         t
     }
@@ -113,15 +115,16 @@ pub(super) struct Edge {
     pub(super) parents: SmallVec<[Option<Parent>; 2]>,
 }
 
+/// An operand's node held for one delivery: borrowed from the edge (or moved out of a released
+/// one) for an op result, an upgraded handle for a variable (so firing costs no reference-count
+/// traffic on interior edges).
+pub(super) type Held<'a> = std::borrow::Cow<'a, Arc<Node>>;
+
 /// A link from a node to an operand's node: it owns an op result's node (the graph keeps its
 /// interior alive), but not a variable's: only the variable's handles own a leaf. So a leaf's
 /// gradient that carries a graph reaching back to the leaf (a `create_graph` pass) makes no
 /// `Arc` cycle, and dropping the variable frees the gradient and its graph. A contribution to
 /// a leaf nobody holds any more is dropped: no handle is left to read it.
-/// An operand's node held for one firing: borrowed from the edge for an op result, an upgraded
-/// handle for a variable (so firing costs no reference-count traffic on interior edges).
-pub(super) type Held<'a> = std::borrow::Cow<'a, Arc<Node>>;
-
 pub(super) enum Parent {
     Interior(Arc<Node>),
     Leaf(Weak<Node>),
@@ -133,6 +136,14 @@ impl Parent {
             Parent::Leaf(Arc::downgrade(node))
         } else {
             Parent::Interior(node.clone())
+        }
+    }
+
+    /// False for a leaf that was dropped (no handle is left to read its gradient).
+    pub(super) fn is_live(&self) -> bool {
+        match self {
+            Parent::Interior(_) => true,
+            Parent::Leaf(w) => w.strong_count() > 0,
         }
     }
 
@@ -235,14 +246,25 @@ pub(crate) struct Node {
     pub(super) pass: AtomicU64,
     /// [`DONE`] and [`RETAIN`] (one byte for both keeps the node in its size class).
     pub(super) flags: AtomicU8,
-    /// `None` for a leaf, and for an interior node whose record a pass released.
-    pub(super) edge: Mutex<Option<Edge>>,
+    /// `None` for a leaf, and for an interior node whose record a pass released. Not behind a
+    /// lock: the node's state machine already gives one thread at a time the right to touch it
+    /// (see [`Node::edge`]), and a lock taken twice per op for nothing cost W1 four atomic
+    /// read-modify-writes per op.
+    edge: UnsafeCell<Option<Edge>>,
 }
 
+// SAFETY: every field but `edge` is `Sync` on its own. `edge` is read or written only through
+// `Node::edge` / `Node::edge_mut`, whose callers own the node for a pass (they won its
+// idle → pending CAS, or took its counter to 0), or through `&mut Node`; ownership passes
+// between threads through the state's Acquire CAS and Release stores and the counter's AcqRel
+// decrement (`autograd/README.md`, memory orderings), so no two threads ever access it at once.
+unsafe impl Sync for Node {}
+
 impl Node {
+    #[inline]
     fn new(shape: &[usize], name: &'static str, heavy: bool, edge: Option<Edge>) -> Node {
         Node {
-            shape: NodeShape::from_slice(shape),
+            shape: crate::tensor::layout::copy_small(shape),
             name,
             heavy,
             leaf: edge.is_none(),
@@ -251,13 +273,49 @@ impl Node {
             state: AtomicU8::new(IDLE),
             pass: AtomicU64::new(0),
             flags: AtomicU8::new(0),
-            edge: Mutex::new(edge),
+            edge: UnsafeCell::new(edge),
         }
+    }
+
+    /// An op result's node, built in its `Arc`'s own allocation (a node built first and moved
+    /// in costs a copy of its 160 bytes on every op).
+    #[inline]
+    fn new_arc(shape: &[usize], name: &'static str, heavy: bool, edge: Edge) -> Arc<Node> {
+        let node = Arc::<Node>::new_uninit();
+        // SAFETY: `node` was created just above and has no other handle, so this is the only
+        // access to its contents; `Arc::as_ptr` points at them (a raw pointer, no shared
+        // reference is made).
+        let slot = unsafe { &mut *Arc::as_ptr(&node).cast_mut() };
+        slot.write(Node::new(shape, name, heavy, Some(edge)));
+        // SAFETY: written just above.
+        unsafe { node.assume_init() }
     }
 
     /// A leaf node (a variable).
     pub(crate) fn leaf(shape: &[usize]) -> Node {
         Node::new(shape, "variable", false, None)
+    }
+
+    /// The node's edge.
+    ///
+    /// # Safety
+    /// The calling thread owns the node in the current pass: it won the node's idle → pending
+    /// CAS in `prepare` and the drain has not started (the walks of `prepare`, `Capture::mark`,
+    /// `PassLeaves::collect`), or it took the node's pending counter to 0 and is firing it, and
+    /// the node is not back to idle. No [`Node::edge_mut`] borrow is alive.
+    pub(super) unsafe fn edge(&self) -> &Option<Edge> {
+        // SAFETY: the caller owns the node (above), so nothing writes the edge meanwhile.
+        unsafe { &*self.edge.get() }
+    }
+
+    /// The node's edge, to release it.
+    ///
+    /// # Safety
+    /// As [`Node::edge`], and no other borrow of the edge is alive.
+    #[allow(clippy::mut_from_ref)]
+    pub(super) unsafe fn edge_mut(&self) -> &mut Option<Edge> {
+        // SAFETY: the caller owns the node and holds no other borrow of the edge (above).
+        unsafe { &mut *self.edge.get() }
     }
 
     /// True for a variable's node.
@@ -318,9 +376,8 @@ pub(crate) fn attach_saving_output<R: Backward + 'static>(
         parents.push(t.node.as_ref().map(Parent::new));
     }
     let edge = Edge { parents, record: Box::new(record) };
-    let node = Node::new(value.shape(), name, heavy, Some(edge));
     let mut out = value;
-    out.node = Some(Arc::new(node));
+    out.node = Some(Node::new_arc(out.shape(), name, heavy, edge));
     out
 }
 

@@ -40,6 +40,27 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Strides {
     strides
 }
 
+/// A copy of a short slice as a `SmallVec` of inline capacity `N`, without a `memcpy` call:
+/// `SmallVec::from_slice` copies through one (about a dozen instructions of call and setup for
+/// a rank-1 shape), and every op copies shapes and strides several times.
+#[inline]
+pub(crate) fn copy_small<T: Copy + Default, const N: usize>(s: &[T]) -> SmallVec<[T; N]>
+where
+    [T; N]: smallvec::Array<Item = T>,
+{
+    if s.len() > N {
+        return SmallVec::from_slice(s);
+    }
+    let mut buf = [T::default(); N];
+    // A fixed trip count with guarded stores: unrolled, and not turned back into a `memcpy`.
+    for i in 0..N {
+        if i < s.len() {
+            buf[i] = s[i];
+        }
+    }
+    SmallVec::from_buf_and_len(buf, s.len())
+}
+
 /// True when two shapes are equal, compared element by element: slice equality calls
 /// `memcmp`, a call per comparison on every op's path for shapes of a few dims.
 #[inline]
@@ -56,15 +77,12 @@ pub(crate) struct Layout {
 }
 
 impl Clone for Layout {
-    /// Copies the two small vectors as slices (`SmallVec`'s own `clone` goes through a
-    /// generic element-by-element extend, measurable on W1's per-op path).
+    /// Copies the two small vectors with [`copy_small`] (`SmallVec`'s own `clone` goes through
+    /// a generic element-by-element extend, `from_slice` through a `memcpy` call: both
+    /// measurable on W1's per-op path).
     #[inline]
     fn clone(&self) -> Self {
-        Layout {
-            shape: Shape::from_slice(&self.shape),
-            strides: Strides::from_slice(&self.strides),
-            offset: self.offset,
-        }
+        Layout { shape: copy_small(&self.shape), strides: copy_small(&self.strides), offset: self.offset }
     }
 }
 
@@ -72,7 +90,7 @@ impl Layout {
     /// A row-major layout starting at element 0.
     #[inline]
     pub(crate) fn contiguous(shape: &[usize]) -> Self {
-        Layout { shape: Shape::from_slice(shape), strides: contiguous_strides(shape), offset: 0 }
+        Layout { shape: copy_small(shape), strides: contiguous_strides(shape), offset: 0 }
     }
 
     #[inline]
@@ -89,20 +107,17 @@ impl Layout {
     /// empty layout is trivially packed, whatever its strides.
     #[inline]
     pub(crate) fn is_contiguous(&self) -> bool {
-        if self.numel() == 0 {
-            return true; // nothing to address (and a 0 extent would break the stride walk)
-        }
-        let mut expected = 1isize;
+        // One walk from the last axis (this is on every op's path): the strides of the axes
+        // above size 1 must be the running products, unless some extent is 0 (then there is
+        // nothing to address). Partial products stay within the checked element count, or
+        // become 0 after a zero extent.
+        let (mut expected, mut packed, mut empty) = (1isize, true, false);
         for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
-            if d == 1 {
-                continue;
-            }
-            if s != expected {
-                return false;
-            }
-            expected *= d as isize;
+            empty |= d == 0;
+            packed &= d == 1 || s == expected;
+            expected = expected.wrapping_mul(d as isize);
         }
-        true
+        packed || empty
     }
 
     /// The contiguous range of storage this layout covers, if it is contiguous.
@@ -110,10 +125,23 @@ impl Layout {
     /// sliced empty at the end of several axes), and it reads nothing anyway.
     #[inline]
     pub(crate) fn contiguous_range(&self) -> Option<std::ops::Range<usize>> {
-        if self.numel() == 0 {
+        let n = self.numel();
+        if n == 0 {
             return Some(0..0);
         }
-        self.is_contiguous().then(|| self.offset..self.offset + self.numel())
+        self.strides_packed().then(|| self.offset..self.offset + n)
+    }
+
+    /// True when every axis above size 1 has the row-major stride (what [`Layout::is_contiguous`]
+    /// checks, for a layout known not to be empty).
+    #[inline]
+    fn strides_packed(&self) -> bool {
+        let (mut expected, mut packed) = (1isize, true);
+        for (&d, &s) in self.shape.iter().zip(&self.strides).rev() {
+            packed &= d == 1 || s == expected;
+            expected = expected.wrapping_mul(d as isize);
+        }
+        packed
     }
 
     /// Swaps two axes' positions (a free transpose).

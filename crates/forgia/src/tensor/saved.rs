@@ -17,6 +17,14 @@ pub(crate) enum Saved {
 impl Saved {
     /// Saves `t`'s value (never its node).
     pub(crate) fn new(t: &Array) -> Saved {
+        // An op result's or constant's own buffer (the common case): borrowed, cloned once.
+        if let super::Data::Value(storage) = &t.data {
+            let n = t.layout.numel();
+            if t.layout.offset == 0 && storage.as_slice().len() == n && t.layout.is_contiguous() {
+                return Saved::Packed(storage.clone());
+            }
+            return Saved::View(Box::new(t.snapshot()));
+        }
         let storage = t.storage();
         let packed = t.layout.offset == 0 && t.layout.is_contiguous() && storage.as_slice().len() == t.numel();
         if packed {

@@ -269,7 +269,11 @@ enum Buf {
 #[inline]
 fn count_live(bytes: usize) {
     let live = LIVE_BYTES.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
+    // A plain load first: most allocations do not raise the peak, and a `fetch_max` is a
+    // locked read-modify-write on every tensor made.
+    if live > PEAK_BYTES.load(Ordering::Relaxed) {
+        PEAK_BYTES.fetch_max(live, Ordering::Relaxed);
+    }
 }
 
 impl Storage {
@@ -289,10 +293,18 @@ impl Storage {
     pub(crate) fn filled(op: &'static str, n: usize, fill: impl FnOnce(&mut [f32])) -> Result<std::sync::Arc<Storage>> {
         if n <= INLINE_ELEMENTS {
             count_live(n * BYTES);
+            // Built in its `Arc`'s own allocation (a storage made on the stack and moved in
+            // costs a zeroed copy and a move on every small tensor).
+            let storage = std::sync::Arc::<Storage>::new_uninit();
+            // SAFETY: `storage` was created just above and has no other handle, so this is the
+            // only access to its contents; `Arc::as_ptr` points at them (a raw pointer, no
+            // shared reference is made).
+            let slot = unsafe { &mut *std::sync::Arc::as_ptr(&storage).cast_mut() };
             // `n` fits in a u8: INLINE_ELEMENTS is below 256.
-            let mut storage = Storage { buf: Buf::Inline { len: n as u8, data: [0.0; INLINE_ELEMENTS] } };
-            fill(storage.as_mut_slice());
-            return Ok(std::sync::Arc::new(storage));
+            let inner = slot.write(Storage { buf: Buf::Inline { len: n as u8, data: [0.0; INLINE_ELEMENTS] } });
+            fill(inner.as_mut_slice());
+            // SAFETY: written just above.
+            return Ok(unsafe { storage.assume_init() });
         }
         let mut data = buffer(op, n)?;
         fill(&mut data);
