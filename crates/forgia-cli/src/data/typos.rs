@@ -222,8 +222,9 @@ pub(crate) fn partners(
                 close.get(i).into_iter().flatten().map(|&j| j as usize).filter(|j| !taken.contains(j)).collect();
             let pick = if free.is_empty() {
                 // A few random draws, then the first free word of all of them.
-                (0..16)
-                    .filter_map(|_| (!fallback.is_empty()).then(|| fallback[rng.below(fallback.len())]))
+                let draws = if fallback.is_empty() { 0 } else { 16 };
+                (0..draws)
+                    .map(|_| fallback[rng.below(fallback.len())])
                     .find(|j| !taken.contains(j))
                     .or_else(|| (0..words).find(|j| !taken.contains(j)))
             } else {
