@@ -161,6 +161,26 @@ fn a_short_typos_run_on_a_tiny_model_logs_its_metric_and_saves_adapters_that_loa
 }
 
 #[test]
+fn a_paired_run_with_two_typos_per_word_trains_and_reports_its_token_rows() {
+    let tmp = TempDir::new("paired");
+    let (model, out) = (tmp.0.join("model"), tmp.0.join("out"));
+    std::fs::create_dir_all(&model).unwrap();
+    tiny_model(&model);
+    let args = ["train", "typos", "--model", model.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let flags =
+        ["--epochs", "1", "--batch-size", "8", "--limit", "16", "--hard-negatives", "paired", "--typos-per-word", "2"];
+    let o = forgia(&[&args[..], &flags].concat());
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}\n{}", text(&o.stderr));
+    assert!(stdout.contains("hard negatives: paired, 2 typo(s) per word"), "{stdout}");
+    assert!(stdout.contains("token rows embedded per training step: "), "{stdout}");
+    let csv = std::fs::read_to_string(out.join("loss.csv")).unwrap();
+    assert_eq!(csv.lines().filter(|l| l.starts_with("step,")).count(), 2, "{csv}");
+    let o = forgia(&[&args[..], &["--typos-per-word", "0"]].concat());
+    assert!(!o.status.success() && text(&o.stderr).contains("at least 1"), "{}", text(&o.stderr));
+}
+
+#[test]
 fn typos_flags_and_a_missing_model_are_one_clear_message() {
     let tmp = TempDir::new("flags");
     let out = tmp.0.join("out");

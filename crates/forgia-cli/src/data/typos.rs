@@ -11,7 +11,9 @@
 //! * Typos: [`typo`] applies one random edit and redraws (up to [`MAX_DRAWS`] times) until the
 //!   result differs from the word and is not itself a word of the list.
 //! * Close words: [`close_words`] finds, for each training word, the other training words
-//!   within two edits of it (the job's hard negatives).
+//!   within two edits of it (the job's hard negatives), and [`partners`] pairs each word of a
+//!   batch with one of them (`--hard-negatives paired`); [`distinct_typos`] draws the typos of
+//!   a step so that no two are the same text.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -200,6 +202,70 @@ pub(crate) fn close_words(words: &[String]) -> Vec<Vec<u32>> {
 /// The most close words [`close_words`] keeps per word.
 pub(crate) const MAX_CLOSE: usize = 64;
 
+/// A partner for each of `anchors` (indices of distinct words): one of its `close` words (as
+/// [`close_words`] gives them) drawn with `rng`, or, when none of them is free, a word drawn
+/// from `fallback` (the training words in use); never an anchor or another anchor's partner,
+/// so the anchors and their partners are `2 · anchors.len()` distinct words. A word is
+/// skipped (no partner) only when every one of `0..words` is taken.
+pub(crate) fn partners(
+    anchors: &[usize],
+    close: &[Vec<u32>],
+    fallback: &[usize],
+    words: usize,
+    rng: &mut Rng,
+) -> Vec<Option<usize>> {
+    let mut taken: HashSet<usize> = anchors.iter().copied().collect();
+    anchors
+        .iter()
+        .map(|&i| {
+            let free: Vec<usize> =
+                close.get(i).into_iter().flatten().map(|&j| j as usize).filter(|j| !taken.contains(j)).collect();
+            let pick = if free.is_empty() {
+                // A few random draws, then the first free word of all of them.
+                let draws = if fallback.is_empty() { 0 } else { 16 };
+                (0..draws)
+                    .map(|_| fallback[rng.below(fallback.len())])
+                    .find(|j| !taken.contains(j))
+                    .or_else(|| (0..words).find(|j| !taken.contains(j)))
+            } else {
+                Some(free[rng.below(free.len())])
+            };
+            if let Some(j) = pick {
+                taken.insert(j);
+            }
+            pick
+        })
+        .collect()
+}
+
+/// `k` typos of each of `words` (`k · words.len()` texts, typo `t` of word `w` at
+/// `t · words.len() + w`), typo `t` of word `w` drawn by [`typo`] with the generator
+/// `rng_for(t · words.len() + w)`, redrawn (up to [`MAX_DRAWS`] times) while it equals an
+/// earlier typo of the set, so that a query text of the step has one word only.
+pub(crate) fn distinct_typos(
+    words: &[&str],
+    k: usize,
+    dictionary: &HashSet<String>,
+    mut rng_for: impl FnMut(usize) -> Rng,
+) -> Vec<String> {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out = Vec::with_capacity(k * words.len());
+    for slot in 0..k * words.len() {
+        let word = words[slot % words.len()];
+        let mut rng = rng_for(slot);
+        let mut t = typo(word, dictionary, &mut rng);
+        for _ in 0..MAX_DRAWS {
+            if !seen.contains(&t) {
+                break;
+            }
+            t = typo(word, dictionary, &mut rng);
+        }
+        seen.insert(t.clone());
+        out.push(t);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +399,52 @@ mod tests {
         assert!(close[5].is_empty() && close[6].is_empty(), "tarc and dog have no close word");
         let many: Vec<String> = (0..100).map(|i| format!("ab{}", (b'a' + (i % 26) as u8) as char)).collect();
         assert!(close_words(&many).iter().all(|c| c.len() <= MAX_CLOSE));
+    }
+
+    #[test]
+    fn each_anchor_gets_a_free_close_partner_or_a_fallback_word() {
+        let words: Vec<String> = ["cart", "card", "cat", "carts", "dog", "dig", "zebra", "apple", "lemon"]
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        let close = close_words(&words);
+        for seed in 0..50 {
+            let mut rng = Rng::new(seed);
+            let anchors = [0, 4, 6, 2];
+            let got = partners(&anchors, &close, &[7, 8, 1], words.len(), &mut rng);
+            let got: Vec<usize> = got.into_iter().map(Option::unwrap).collect();
+            // cart: one of its close words that is no anchor (card, carts; not cat).
+            assert!([1, 3].contains(&got[0]), "{got:?}");
+            assert_eq!(got[1], 5, "dog's only close word is dig");
+            // zebra has no close word: a fallback word; cat's close words may be taken by then.
+            assert!([7, 8, 1].contains(&got[2]), "{got:?}");
+            assert!(close[2].contains(&(got[3] as u32)) || [7, 8, 1].contains(&got[3]), "{got:?}");
+            let mut all: Vec<usize> = anchors.iter().copied().chain(got.iter().copied()).collect();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), 8, "anchors and partners are distinct words: {got:?}");
+        }
+        // Every word taken: no partner for the last anchors.
+        let got = partners(&[0, 1, 2], &close, &[], 4, &mut Rng::new(0));
+        assert_eq!(got.iter().filter(|p| p.is_some()).count(), 1, "{got:?}");
+    }
+
+    #[test]
+    fn distinct_typos_give_each_word_k_typos_that_are_all_different() {
+        let dictionary: HashSet<String> = ["cart", "card"].map(String::from).into();
+        let words = ["cart", "card"];
+        for seed in 0..100 {
+            let typos = distinct_typos(&words, 3, &dictionary, |slot| Rng::new(pair_seed(seed, 1, slot)));
+            assert_eq!(typos.len(), 6);
+            for (slot, t) in typos.iter().enumerate() {
+                assert!(one_edit(words[slot % 2], t) && !dictionary.contains(t), "{slot}: {t}");
+            }
+            let unique: HashSet<&String> = typos.iter().collect();
+            assert_eq!(unique.len(), 6, "{typos:?}");
+        }
+        // Deterministic, and with k = 1 the typo of slot s is that of typo() with seed s.
+        let one = distinct_typos(&["spelling"], 1, &dictionary, |s| Rng::new(s as u64));
+        assert_eq!(one, vec![typo("spelling", &dictionary, &mut Rng::new(0))]);
     }
 
     #[test]

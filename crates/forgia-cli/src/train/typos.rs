@@ -122,28 +122,61 @@ pub(crate) fn neighbours(words: &[String]) -> Vec<usize> {
 /// `B` columns of `S`, transposed (each positive retrieving its query among the queries:
 /// `MultipleNegativesSymmetricRankingLoss`). `d` may hold more rows than `q` (`[B + M, H]`):
 /// rows past `B` are extra negatives of every query (hard negatives). Backward: that of the ops
-/// it is built from.
+/// it is built from. [`multi_query_contrastive`] with one query per positive (the job calls
+/// that one; this form is the tests' reference).
 ///
 /// # Errors
 /// `ShapeMismatch` when `q` is not `[B, H]` or `d` is not `[B + M, H]` (`M ≥ 0`).
+#[cfg(test)]
 pub(crate) fn in_batch_contrastive(q: &Tensor, d: &Tensor, scale: f32, symmetric: bool) -> forgia::Result<Tensor> {
+    multi_query_contrastive(q, d, q.shape().first().copied().unwrap_or(0), scale, symmetric)
+}
+
+/// `in_batch_contrastive` (sentence-transformers' loss) with `K` queries per positive: `q [K·B, H]` holds `K` blocks of
+/// `B` queries, query `k·B + i` being one of positive `i`'s (`d [B + M, H]`, rows past `B`
+/// extra negatives). One way: each of the `K·B` queries retrieves its positive among all rows
+/// of `d` (the mean cross-entropy of the rows of `S = scale · cos(q, d)` against label
+/// `i`). The symmetric half: for each block `k`, each positive retrieves its `k`-th query among
+/// the `B` queries of that block (the transposed `B × B` block of `S`), averaged over the
+/// blocks; the loss is the mean of the two halves. With `K = 1` this is
+/// `MultipleNegativesSymmetricRankingLoss`. Backward: that of the ops it is built from.
+///
+/// # Errors
+/// `ShapeMismatch` when `q` is not `[K·B, H]` (`K ≥ 1`) or `d` is not `[B + M, H]` (`M ≥ 0`),
+/// `B = n ≥ 1`.
+pub(crate) fn multi_query_contrastive(
+    q: &Tensor,
+    d: &Tensor,
+    n: usize,
+    scale: f32,
+    symmetric: bool,
+) -> forgia::Result<Tensor> {
     let (qs, ds) = (q.shape(), d.shape());
-    if qs.len() != 2 || ds.len() != 2 || qs[1] != ds[1] || ds[0] < qs[0] {
+    if qs.len() != 2 || ds.len() != 2 || qs[1] != ds[1] || n == 0 || qs[0] % n != 0 || qs[0] == 0 || ds[0] < n {
         return Err(forgia::Error::from(forgia::ErrorKind::ShapeMismatch {
-            op: "in_batch_contrastive",
+            op: "multi_query_contrastive",
             lhs: qs.to_vec(),
             rhs: ds.to_vec(),
         }));
     }
-    let n = qs[0];
+    let k = qs[0] / n;
     let scores = normalize_rows(q)?.matmul(&normalize_rows(d)?.transpose(0, 1)?)?.scale(scale);
-    let labels = Indices::from((0..n as i64).collect::<Vec<_>>());
+    let labels = Indices::from((0..(k * n) as i64).map(|r| r % n as i64).collect::<Vec<_>>());
     let forward = cross_entropy(&scores, &labels, CrossEntropyOptions::default())?;
     if !symmetric {
         return Ok(forward);
     }
-    let square = scores.narrow(1, 0, n)?.transpose(0, 1)?.contiguous()?;
-    let backward = cross_entropy(&square, &labels, CrossEntropyOptions::default())?;
+    let diagonal = Indices::from((0..n as i64).collect::<Vec<_>>());
+    let mut backward: Option<Tensor> = None;
+    for block in 0..k {
+        let square = scores.narrow(0, block * n, n)?.narrow(1, 0, n)?.transpose(0, 1)?.contiguous()?;
+        let ce = cross_entropy(&square, &diagonal, CrossEntropyOptions::default())?;
+        backward = Some(match backward {
+            None => ce,
+            Some(sum) => sum.add(&ce)?,
+        });
+    }
+    let backward = backward.expect("k >= 1 blocks").scale(1.0 / k as f32);
     Ok(forward.add(&backward)?.scale(0.5))
 }
 
@@ -208,6 +241,10 @@ pub(super) struct TyposJob {
     /// The metric before training and after the latest epoch, for the closing line.
     before: Cell<Option<f64>>,
     after: Cell<Option<f64>>,
+    /// Token rows embedded by the training steps so far (texts times the padded length of their
+    /// group, summed over the groups), and those steps: the cost of a step.
+    train_rows: Cell<u64>,
+    train_steps: Cell<u64>,
 }
 
 impl TyposJob {
@@ -226,8 +263,10 @@ impl TyposJob {
         let train = subset(words.train.len(), settings.limit);
         let queries = typos::eval_queries(&words);
         let neighbour = neighbours(&words.train);
-        let close =
-            if options.hard_negatives == HardNegatives::Edit { typos::close_words(&words.train) } else { Vec::new() };
+        let close = match options.hard_negatives {
+            HardNegatives::Edit | HardNegatives::Paired => typos::close_words(&words.train),
+            HardNegatives::None | HardNegatives::Alphabetical => Vec::new(),
+        };
         Ok(TyposJob {
             embedder,
             dir,
@@ -241,6 +280,8 @@ impl TyposJob {
             options,
             before: Cell::new(None),
             after: Cell::new(None),
+            train_rows: Cell::new(0),
+            train_steps: Cell::new(0),
         })
     }
 
@@ -258,15 +299,17 @@ impl TyposJob {
 
     /// Embeddings `[N, H]` of `texts` (a graph when grad mode is on), computed in groups of
     /// equal token length ([`length_groups`], at most `max_rows` texts a forward pass) and
-    /// put back in the order of `texts`.
-    fn embed(&self, texts: &[String], max_rows: usize) -> Result<Tensor, TrainError> {
+    /// put back in the order of `texts`; with the token rows embedded (texts times their
+    /// group's padded length, summed over the groups).
+    fn embed(&self, texts: &[String], max_rows: usize) -> Result<(Tensor, usize), TrainError> {
         let (ids, mask) = self.embedder.tokenize(texts)?;
         let width = ids.shape()[1];
         let lens: Vec<usize> = mask.data().chunks(width).map(|m| m.iter().filter(|&&v| v != 0).count()).collect();
         let groups = length_groups(&lens, max_rows, MIN_GROUP);
         if groups.len() == 1 {
-            return Ok(self.embedder.encoder.embed(&ids, &mask)?);
+            return Ok((self.embedder.encoder.embed(&ids, &mask)?, texts.len() * width));
         }
+        let mut token_rows = 0;
         let mut parts = Vec::with_capacity(groups.len());
         let mut row_of = vec![0i64; texts.len()];
         let mut row = 0;
@@ -277,6 +320,7 @@ impl TyposJob {
                 g.iter().flat_map(|&i| x.data()[i * width..i * width + len].iter().copied()).collect()
             };
             let shape = [g.len(), len];
+            token_rows += g.len() * len;
             let (gi, gm) = (Indices::new(cut(&ids), &shape)?, Indices::new(cut(&mask), &shape)?);
             parts.push(self.embedder.encoder.embed(&gi, &gm)?);
             for &i in g {
@@ -285,21 +329,22 @@ impl TyposJob {
             }
         }
         let refs: Vec<&Tensor> = parts.iter().collect();
-        Ok(Tensor::concat(&refs, 0)?.index_select(0, &Indices::from(row_of))?)
+        Ok((Tensor::concat(&refs, 0)?.index_select(0, &Indices::from(row_of))?, token_rows))
     }
 
     /// Held-out top-1 retrieval in percent (see the module docs).
     fn top1(&self) -> Result<f64, TrainError> {
-        let candidates = normalize_rows(&self.embed(&self.words.heldout, EVAL_BATCH)?)?;
-        let queries = normalize_rows(&self.embed(&self.queries, EVAL_BATCH)?)?;
+        let candidates = normalize_rows(&self.embed(&self.words.heldout, EVAL_BATCH)?.0)?;
+        let queries = normalize_rows(&self.embed(&self.queries, EVAL_BATCH)?.0)?;
         let scores = queries.matmul(&candidates.transpose(0, 1)?)?;
         Ok(top1_percent(&scores.to_vec(), self.queries.len()))
     }
 
-    /// The hard negative of training word `i` in slot `slot` of step `step`.
+    /// The hard negative of training word `i` in slot `slot` of step `step` (none in
+    /// `paired` mode, where the partners are positives too).
     fn hard_negative(&self, i: usize, step: u64, slot: usize) -> Option<usize> {
         match self.options.hard_negatives {
-            HardNegatives::None => None,
+            HardNegatives::None | HardNegatives::Paired => None,
             HardNegatives::Alphabetical => Some(self.neighbour[i]),
             HardNegatives::Edit => match self.close[i].as_slice() {
                 [] => Some(self.neighbour[i]),
@@ -309,6 +354,30 @@ impl TyposJob {
                 }
             },
         }
+    }
+}
+
+impl TyposJob {
+    /// The words of step `step` whose typos are queries (the `batch`'s words, and in `paired`
+    /// mode their partners after them: [`typos::partners`]) and the extra negatives (one per
+    /// word of the batch, or none), as indices into the training words.
+    fn step_words(&self, batch: &[usize], step: u64) -> (Vec<usize>, Vec<usize>) {
+        if self.options.hard_negatives != HardNegatives::Paired {
+            let negatives = batch.iter().enumerate().filter_map(|(slot, &i)| self.hard_negative(i, step, slot));
+            return (batch.to_vec(), negatives.collect());
+        }
+        let mut rng = Rng::new(typos::pair_seed(self.settings.seed ^ 0x7061_6972, step, 0));
+        let partners = typos::partners(batch, &self.close, &self.train, self.words.train.len(), &mut rng);
+        (batch.iter().copied().chain(partners.into_iter().flatten()).collect(), Vec::new())
+    }
+}
+
+/// Words drawn from the plan for each step of `batch` words: half of them (rounded up) in
+/// `paired` mode, where each brings a partner, else all.
+pub(crate) fn anchors_per_step(batch: usize, hard_negatives: HardNegatives) -> usize {
+    match hard_negatives {
+        HardNegatives::Paired => batch.div_ceil(2),
+        _ => batch,
     }
 }
 
@@ -345,7 +414,7 @@ impl Job for TyposJob {
             "typos: {} ({} layers, hidden {}) with LoRA rank {} (alpha {}) on {} linear layers: \
              {trainable} trainable of {total} parameters, base frozen; {} training / {} held-out words, \
              sequences of at most {MAX_TOKENS} tokens; {loss} in-batch contrastive loss (scale {}), \
-             hard negatives: {}; AdamW lr {} ({} warmup steps, then {}), batch {}, {} epochs of {} steps",
+             hard negatives: {}, {} typo(s) per word; AdamW lr {} ({} warmup steps, then {}), batch {}, {} epochs of {} steps",
             self.dir.display(),
             c.num_hidden_layers,
             c.hidden_size,
@@ -356,6 +425,7 @@ impl Job for TyposJob {
             self.words.heldout.len(),
             o.scale,
             o.hard_negatives.name(),
+            o.typos_per_word,
             s.lr,
             schedule.warmup,
             o.schedule.name(),
@@ -370,27 +440,29 @@ impl Job for TyposJob {
     }
 
     fn plan(&self, epoch: u64) -> Vec<Vec<usize>> {
-        fixed_step_epoch(&self.train, self.settings.batch_size, self.settings.seed, self.steps_per_epoch(), epoch)
+        let anchors = anchors_per_step(self.settings.batch_size, self.options.hard_negatives);
+        fixed_step_epoch(&self.train, anchors, self.settings.seed, self.steps_per_epoch(), epoch)
     }
 
     fn train_step(&self, batch: &[usize], step: u64) -> Result<StepOut, TrainError> {
-        let mut texts: Vec<String> = batch
-            .iter()
-            .enumerate()
-            .map(|(slot, &i)| {
-                let mut rng = Rng::new(typos::pair_seed(self.settings.seed, step, slot));
-                typos::typo(&self.words.train[i], &self.words.dictionary, &mut rng)
-            })
-            .collect();
-        texts.extend(batch.iter().map(|&i| self.words.train[i].clone()));
-        let negatives = batch.iter().enumerate().filter_map(|(slot, &i)| self.hard_negative(i, step, slot));
-        texts.extend(negatives.map(|j| self.words.train[j].clone()).collect::<Vec<_>>());
+        let (positives, negatives) = self.step_words(batch, step);
+        let train = &self.words.train;
+        let words: Vec<&str> = positives.iter().map(|&i| train[i].as_str()).collect();
+        let k = self.options.typos_per_word;
+        let seed = self.settings.seed;
+        let mut texts = typos::distinct_typos(&words, k, &self.words.dictionary, |slot| {
+            Rng::new(typos::pair_seed(seed, step, slot))
+        });
+        texts.extend(words.iter().map(|w| w.to_string()));
+        texts.extend(negatives.iter().map(|&j| train[j].clone()));
         // One embedding pass for the typos, their words and the negatives together.
-        let e = self.embed(&texts, texts.len())?;
-        let n = batch.len();
+        let (e, rows) = self.embed(&texts, texts.len())?;
+        self.train_rows.set(self.train_rows.get() + rows as u64);
+        self.train_steps.set(self.train_steps.get() + 1);
+        let (n, queries) = (positives.len(), k * positives.len());
         let symmetric = self.options.loss == LossKind::Symmetric;
-        let (q, d) = (e.narrow(0, 0, n)?, e.narrow(0, n, texts.len() - n)?);
-        let loss = in_batch_contrastive(&q, &d, self.options.scale, symmetric)?;
+        let (q, d) = (e.narrow(0, 0, queries)?, e.narrow(0, queries, texts.len() - queries)?);
+        let loss = multi_query_contrastive(&q, &d, n, self.options.scale, symmetric)?;
         Ok(StepOut { loss, correct: None })
     }
 
@@ -414,6 +486,13 @@ impl Job for TyposJob {
     }
 
     fn finish(&self) -> Result<(), TrainError> {
+        if self.train_steps.get() > 0 {
+            println!(
+                "token rows embedded per training step: {:.1} (mean of {} steps)",
+                self.train_rows.get() as f64 / self.train_steps.get() as f64,
+                self.train_steps.get()
+            );
+        }
         if let (Some(before), Some(after)) = (self.before.get(), self.after.get()) {
             println!(
                 "held-out top-1 retrieval ({} typos among {} words): pretrained {before:.2}%, fine-tuned {after:.2}% \
@@ -464,6 +543,47 @@ mod tests {
         // Symmetric: the words retrieve their typos among the typos only (the first two columns).
         let got = in_batch_contrastive(&q, &with_negative, scale as f32, true).unwrap().item().unwrap() as f64;
         assert!((got - (rows3 + cols) / 2.0).abs() < 1e-5, "{got} vs {}", (rows3 + cols) / 2.0);
+    }
+
+    #[test]
+    fn with_k_typos_per_word_every_typo_is_a_query_row_and_each_block_a_reverse_problem() {
+        // B = 2 words d = [(1, 0), (0, 1)], K = 2 blocks of queries: q0 = [(1, 0), (1, 1)],
+        // q1 = [(1, 1), (0, 1)] (query k·B + i is a typo of word i).
+        let q = Tensor::from_vec(vec![1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0], &[4, 2]).unwrap();
+        let d = Tensor::from_vec(vec![1.0, 0.0, 0.0, 1.0], &[2, 2]).unwrap();
+        let (s, scale) = (std::f64::consts::FRAC_1_SQRT_2, 3.0);
+        let ce = |row: &[f64], label: usize| {
+            let lse = row.iter().map(|v| (v * scale).exp()).sum::<f64>().ln();
+            lse - row[label] * scale
+        };
+        // Cosines of the query rows against the words: [1, 0], [s, s], [s, s], [0, 1].
+        let rows = (ce(&[1.0, 0.0], 0) + ce(&[s, s], 1) + ce(&[s, s], 0) + ce(&[0.0, 1.0], 1)) / 4.0;
+        let got = multi_query_contrastive(&q, &d, 2, scale as f32, false).unwrap().item().unwrap() as f64;
+        assert!((got - rows).abs() < 1e-5, "{got} vs {rows}");
+        // Reverse: word i retrieves its typo among block k's typos. Block 0: word 0 sees
+        // [1, s], word 1 sees [0, s]; block 1: word 0 sees [s, 0], word 1 sees [s, 1].
+        let block0 = (ce(&[1.0, s], 0) + ce(&[0.0, s], 1)) / 2.0;
+        let block1 = (ce(&[s, 0.0], 0) + ce(&[s, 1.0], 1)) / 2.0;
+        let want = (rows + (block0 + block1) / 2.0) / 2.0;
+        let got = multi_query_contrastive(&q, &d, 2, scale as f32, true).unwrap().item().unwrap() as f64;
+        assert!((got - want).abs() < 1e-5, "{got} vs {want}");
+        // K = 1 is the in-batch loss.
+        let first = q.narrow(0, 0, 2).unwrap().contiguous().unwrap();
+        let a = multi_query_contrastive(&first, &d, 2, 3.0, true).unwrap().item().unwrap();
+        assert_eq!(a, in_batch_contrastive(&first, &d, 3.0, true).unwrap().item().unwrap());
+        // Query rows not a multiple of B, or no word: an error.
+        assert!(multi_query_contrastive(&q, &d, 3, 1.0, true).is_err());
+        assert!(multi_query_contrastive(&q, &d, 0, 1.0, true).is_err());
+        let report = forgia::gradcheck(
+            |x| multi_query_contrastive(&x[0], &d, 2, 2.0, true),
+            &[q.detach().into_variable()],
+            forgia::GradcheckOptions::default(),
+        )
+        .unwrap();
+        assert!(report.passed(), "{:?}", report.first_mismatch);
+        assert_eq!(anchors_per_step(64, HardNegatives::Paired), 32);
+        assert_eq!(anchors_per_step(7, HardNegatives::Paired), 4);
+        assert_eq!(anchors_per_step(64, HardNegatives::Edit), 64);
     }
 
     #[test]

@@ -6,8 +6,9 @@ use clap::{Args, ValueEnum};
 use super::scheduled::Decay;
 use super::{at_least_one, positive_f32};
 
-/// Which extra negatives each training step adds (one per word of the batch, shared by every
-/// typo of the batch).
+/// Which hard negatives a training step holds: one extra word per word of the batch, shared by
+/// every typo of the batch (`alphabetical`, `edit`), or pairs of close words that are each
+/// other's hard negatives (`paired`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum HardNegatives {
     /// None: the batch's other words only.
@@ -17,6 +18,11 @@ pub(crate) enum HardNegatives {
     /// A training word within two edits of the word, drawn afresh every step (the
     /// alphabetical neighbour for a word that has none).
     Edit,
+    /// No extra words: the batch is made of pairs of close training words (half of the batch
+    /// drawn as usual, each with a partner within two edits drawn afresh every step, a random
+    /// training word for a word that has none), each word with its own typo, so that every
+    /// word is its partner's hard negative and a positive of its own typo.
+    Paired,
 }
 
 impl HardNegatives {
@@ -26,6 +32,7 @@ impl HardNegatives {
             HardNegatives::None => "none",
             HardNegatives::Alphabetical => "alphabetical",
             HardNegatives::Edit => "edit",
+            HardNegatives::Paired => "paired",
         }
     }
 }
@@ -63,6 +70,9 @@ pub(crate) struct TyposArgs {
     /// Typos: extra negatives per word of the batch [default: edit].
     #[arg(long, value_enum)]
     pub(crate) hard_negatives: Option<HardNegatives>,
+    /// Typos: typos of each word in one step, each a query row of the loss [default: 1].
+    #[arg(long, value_name = "K", value_parser = at_least_one)]
+    pub(crate) typos_per_word: Option<u64>,
     /// Typos: the rank of the LoRA adapters [default: 8].
     #[arg(long, value_parser = at_least_one)]
     pub(crate) lora_rank: Option<u64>,
@@ -81,6 +91,7 @@ impl TyposArgs {
             (self.scale.is_some(), "--scale"),
             (self.loss.is_some(), "--loss"),
             (self.hard_negatives.is_some(), "--hard-negatives"),
+            (self.typos_per_word.is_some(), "--typos-per-word"),
             (self.lora_rank.is_some(), "--lora-rank"),
             (self.lora_alpha.is_some(), "--lora-alpha"),
         ]
@@ -97,7 +108,8 @@ impl TyposArgs {
             warmup: self.warmup.unwrap_or(TyposOptions::WARMUP),
             scale: self.scale.unwrap_or(TyposOptions::SCALE),
             loss: self.loss.unwrap_or(LossKind::Symmetric),
-            hard_negatives: self.hard_negatives.unwrap_or(HardNegatives::Edit),
+            hard_negatives: self.hard_negatives.unwrap_or(TyposOptions::HARD_NEGATIVES),
+            typos_per_word: self.typos_per_word.map_or(1, |k| k as usize),
             rank,
             alpha: self.lora_alpha.unwrap_or(2.0 * rank as f32),
         }
@@ -128,6 +140,8 @@ pub(crate) struct TyposOptions {
     pub(crate) loss: LossKind,
     /// The extra negatives of each step.
     pub(crate) hard_negatives: HardNegatives,
+    /// Typos of each word in one step.
+    pub(crate) typos_per_word: usize,
     /// LoRA rank.
     pub(crate) rank: usize,
     /// LoRA alpha.
@@ -143,6 +157,8 @@ impl TyposOptions {
     pub(crate) const SCALE: f32 = 20.0;
     /// Default LoRA rank.
     pub(crate) const RANK: usize = 8;
+    /// Default hard negatives.
+    pub(crate) const HARD_NEGATIVES: HardNegatives = HardNegatives::Edit;
 }
 
 #[cfg(test)]
@@ -155,7 +171,11 @@ mod tests {
         assert_eq!(none.first_set(), None);
         let o = none.resolve();
         assert_eq!((o.rank, o.alpha, o.scale), (TyposOptions::RANK, 16.0, TyposOptions::SCALE));
-        assert_eq!((o.schedule, o.loss, o.hard_negatives), (Decay::Linear, LossKind::Symmetric, HardNegatives::Edit));
+        assert_eq!(
+            (o.schedule, o.loss, o.hard_negatives),
+            (Decay::Linear, LossKind::Symmetric, TyposOptions::HARD_NEGATIVES)
+        );
+        assert_eq!(o.typos_per_word, 1);
         let set = TyposArgs { lora_rank: Some(4), scale: Some(30.0), ..TyposArgs::default() };
         assert_eq!(set.first_set(), Some("--scale"));
         let o = set.resolve();
