@@ -132,7 +132,8 @@ impl Shared {
             let n: usize = self.plan.shapes[i].iter().product();
             match step.grads[i].take().or_else(|| fallback(i)) {
                 Some(g) => {
-                    data.extend(g.to_vec());
+                    // Straight into the send buffer: no copy of its own per gradient.
+                    g.with_data(|d| data.extend_from_slice(d));
                     flags.push(1.0);
                 }
                 None => {

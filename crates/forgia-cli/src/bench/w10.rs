@@ -17,12 +17,41 @@ use crate::train::charlm::{CharTransformer, Config};
 
 use super::{line, BenchError};
 
+mod cpu;
+
+/// The CPU-time accounting of a run with [`CPU_ENV`] set.
+#[derive(Default)]
+struct Account {
+    /// Every thread over the data-parallel blocks.
+    dp: cpu::Threads,
+    /// Every thread over the single-process blocks (rank 0's full and shard steps; the other
+    /// ranks wait meanwhile).
+    single: cpu::Threads,
+    dp_phases: cpu::Phases,
+    single_phases: cpu::Phases,
+    shard_phases: cpu::Phases,
+}
+
+impl Account {
+    fn report(&self, rank: usize) {
+        self.dp.report(rank, "dp");
+        self.single.report(rank, "single+shard");
+        self.dp_phases.report(rank, "dp");
+        self.single_phases.report(rank, "single");
+        self.shard_phases.report(rank, "shard");
+    }
+}
+
 /// W6's sizes: vocabulary, context, global batch.
 const VOCAB: usize = 65;
 const CONTEXT: usize = 64;
 const GLOBAL_BATCH: usize = 32;
 /// Steps per measured block (data-parallel and single-process blocks alternate).
 const BLOCK: usize = 5;
+/// Set (to anything) to print, on every rank's stderr, the CPU time of each thread of the
+/// process per data-parallel and per single-process step, and the main thread's CPU time per
+/// phase of the step (Linux `/proc` scheduler statistics; see docs/DISTRIBUTED.md).
+const CPU_ENV: &str = "FORGIA_W10_CPU";
 
 /// The data-parallel W6 step against the single-process one; the line on rank 0, `None` on
 /// the others.
@@ -57,26 +86,57 @@ pub(super) fn w10(reps: usize) -> Result<Option<String>, BenchError> {
     let reps = reps.max(1);
     let blocks = reps.div_ceil(BLOCK);
     let (mut parallel, mut single) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    let mut account = std::env::var_os(CPU_ENV).map(|_| Account::default());
     for block in 0..=blocks {
         let n = if block == 0 { 1 } else { BLOCK };
+        let measured = block > 0;
+        let before = account.as_ref().map(|_| cpu::snapshot());
+        let started = Instant::now();
         for _ in 0..n {
             let start = Instant::now();
-            step(&mut model, &mut opt, (&shard_ids, &shard_targets, shard.len()), weight, Some(&ddp))?;
-            if block > 0 {
+            let phases = account.as_mut().filter(|_| measured).map(|a| &mut a.dp_phases);
+            step(&mut model, &mut opt, (&shard_ids, &shard_targets, shard.len()), weight, Some(&ddp), phases)?;
+            if measured {
                 parallel.push(start.elapsed().as_secs_f64() * 1e3);
             }
         }
+        if let (Some(a), Some(before), true) = (account.as_mut(), before.as_ref(), measured) {
+            a.dp.add(before, n, started.elapsed().as_secs_f64());
+        }
+        let before = account.as_ref().map(|_| cpu::snapshot());
+        let started = Instant::now();
         if let Some((model, opt, (all_ids, all_targets))) = alone.as_mut() {
             for _ in 0..n {
                 let start = Instant::now();
-                step(model, opt, (all_ids, all_targets, GLOBAL_BATCH), 1.0, None)?;
-                if block > 0 {
+                let phases = account.as_mut().filter(|_| measured).map(|a| &mut a.single_phases);
+                step(model, opt, (all_ids, all_targets, GLOBAL_BATCH), 1.0, None, phases)?;
+                if measured {
                     single.push(start.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            // Accounting only: the same single-process step on this rank's shard, the floor
+            // of a data-parallel step without any communication.
+            if let Some(a) = account.as_mut().filter(|_| measured) {
+                for _ in 0..n {
+                    step(
+                        model,
+                        opt,
+                        (&shard_ids, &shard_targets, shard.len()),
+                        weight,
+                        None,
+                        Some(&mut a.shard_phases),
+                    )?;
                 }
             }
         }
         // The other ranks wait here for rank 0's single-process block.
         comm.all_reduce_sum_f64(&mut [0.0]).map_err(dist)?;
+        if let (Some(a), Some(before), true) = (account.as_mut(), before.as_ref(), measured) {
+            a.single.add(before, n, started.elapsed().as_secs_f64());
+        }
+    }
+    if let Some(a) = &account {
+        a.report(rank);
     }
     drop(ddp);
     let parallel_ms = median(parallel);
@@ -116,22 +176,35 @@ fn batch(ids: &[i64], targets: &[usize], which: &[usize]) -> forgia::Result<(Ind
 }
 
 /// One AdamW step of W6 on `rows` sequences, its loss scaled by `weight`, synchronized by
-/// `ddp` when given.
+/// `ddp` when given; `phases` accounts the main thread's CPU time per phase.
 fn step(
     model: &mut CharTransformer,
     opt: &mut AdamW,
     (ids, targets, rows): (&Indices, &Indices, usize),
     weight: f32,
     ddp: Option<&DistributedDataParallel>,
+    mut phases: Option<&mut cpu::Phases>,
 ) -> Result<(), BenchError> {
+    let mut mark = |i: usize| {
+        if let Some(p) = phases.as_deref_mut() {
+            p.start(i);
+        }
+    };
+    mark(0);
     let logits = model.forward(ids)?.reshape(&[rows * CONTEXT, VOCAB])?;
     let loss = forgia::loss::cross_entropy(&logits, targets, Default::default())?;
     let loss: Tensor = if weight == 1.0 { loss } else { loss.scale(weight) };
+    mark(1);
     loss.backward()?;
+    mark(2);
     if let Some(ddp) = ddp {
         ddp.finish().map_err(dist)?;
     }
+    mark(3);
     opt.step(model)?;
     model.zero_grad();
+    if let Some(p) = phases {
+        p.close();
+    }
     Ok(())
 }
