@@ -3,7 +3,7 @@
 //! back; bad flags and a missing model folder are one clear message.
 //!
 //! The acceptance run on the real all-MiniLM-L6-v2 (`forgia train typos` with its defaults:
-//! 3 epochs of 200 steps; held-out top-1 at least 15 points above the pretrained model's, and
+//! 5 epochs of 320 steps of paired batches; held-out top-1 at least 15 points above the pretrained model's, and
 //! the wall time printed) needs the fetched model, so it is ignored by default (docs/TYPOS.md
 //! holds the runs so far):
 //!

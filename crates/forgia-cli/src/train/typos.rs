@@ -44,7 +44,7 @@ use crate::embed::Embedder;
 
 /// Epochs, batch size and (peak) learning rate when no flag says otherwise; the job's other
 /// knobs are [`TyposArgs`](super::typos_args::TyposArgs).
-pub(super) const DEFAULTS: (u64, usize, f32) = (3, 64, 2e-3);
+pub(super) const DEFAULTS: (u64, usize, f32) = (5, 64, 2e-3);
 /// Longest token sequence (`[CLS]`, the word pieces, `[SEP]`).
 pub(crate) const MAX_TOKENS: usize = 16;
 /// The layers that get adapters: every linear layer of every encoder block (not the pooler,

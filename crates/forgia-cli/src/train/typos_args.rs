@@ -51,7 +51,7 @@ pub(crate) enum LossKind {
 #[derive(Args, Clone, Debug, Default)]
 pub(crate) struct TyposArgs {
     /// Typos: optimizer steps per epoch; held-out top-1 is measured before training and after
-    /// each epoch [default: 200].
+    /// each epoch [default: 320].
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub(crate) steps_per_epoch: Option<u64>,
     /// Typos: the learning rate after a linear warmup to --lr: constant, or a linear or
@@ -67,7 +67,7 @@ pub(crate) struct TyposArgs {
     /// Typos: one-way (typos retrieve words) or symmetric contrastive loss [default: symmetric].
     #[arg(long, value_enum)]
     pub(crate) loss: Option<LossKind>,
-    /// Typos: extra negatives per word of the batch [default: edit].
+    /// Typos: extra negatives per word of the batch [default: paired].
     #[arg(long, value_enum)]
     pub(crate) hard_negatives: Option<HardNegatives>,
     /// Typos: typos of each word in one step, each a query row of the loss [default: 1].
@@ -150,7 +150,7 @@ pub(crate) struct TyposOptions {
 
 impl TyposOptions {
     /// Default steps per epoch.
-    pub(crate) const STEPS_PER_EPOCH: usize = 200;
+    pub(crate) const STEPS_PER_EPOCH: usize = 320;
     /// Default warmup share.
     pub(crate) const WARMUP: f32 = 0.1;
     /// Default similarity scale (sentence-transformers' default).
@@ -158,7 +158,7 @@ impl TyposOptions {
     /// Default LoRA rank.
     pub(crate) const RANK: usize = 8;
     /// Default hard negatives.
-    pub(crate) const HARD_NEGATIVES: HardNegatives = HardNegatives::Edit;
+    pub(crate) const HARD_NEGATIVES: HardNegatives = HardNegatives::Paired;
 }
 
 #[cfg(test)]
