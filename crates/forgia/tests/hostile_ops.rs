@@ -12,8 +12,10 @@ use forgia::loss::{self, CrossEntropyOptions, Reduction};
 use forgia::{AttentionOptions, Conv1dOptions, Conv2dOptions, Indices, Result, Rng, Tensor};
 use proptest::prelude::*;
 
-/// Sizes of at least 2^40: views far beyond memory, and products that overflow.
-const HUGE: [usize; 4] = [1 << 40, 1 << 62, usize::MAX / 2, usize::MAX];
+/// Sizes above 2^40: views far beyond memory, and products that overflow. Not 2^40 itself:
+/// a `[1, 2^40] · [2^40, 1]` product of broadcast views is exactly [`forgia::MAX_WORK`], work
+/// an op accepts and runs (for minutes), which is not what this test is about.
+const HUGE: [usize; 4] = [1 << 41, 1 << 62, usize::MAX / 2, usize::MAX];
 
 /// What a case draws: two operands, a mask, axes, a scalar parameter, a count and a shape.
 #[derive(Debug)]
@@ -137,8 +139,13 @@ fn ops() -> Vec<Op> {
         op("binary_cross_entropy_with_logits", true, |a| {
             loss::binary_cross_entropy_with_logits(&a.x, &a.y, Reduction::Mean)
         }),
-        op("cross_entropy", true, |a| {
+        // `Mean` over no counted rows (an empty batch) is NaN, as in PyTorch: only the sum is total.
+        op("cross_entropy", false, |a| {
             let options = CrossEntropyOptions { label_smoothing: a.s, ..Default::default() };
+            loss::cross_entropy(&a.x, &a.idx, options)
+        }),
+        op("cross_entropy", true, |a| {
+            let options = CrossEntropyOptions { label_smoothing: a.s, reduction: Reduction::Sum, ..Default::default() };
             loss::cross_entropy(&a.x, &a.idx, options)
         }),
     ]
@@ -186,7 +193,7 @@ fn fill() -> impl Strategy<Value = Fill> {
 /// broadcast to the shape (a view far beyond memory). `None` when even that shape is refused
 /// (its size overflows), which is an error of the constructor, not of the op under test.
 fn tensor(shape: &[usize], fill: Fill, variable: bool, seed: u64) -> Option<Tensor> {
-    let stored: Vec<usize> = shape.iter().map(|&d| if d >= 1 << 40 { 1 } else { d }).collect();
+    let stored: Vec<usize> = shape.iter().map(|&d| if d >= 1 << 41 { 1 } else { d }).collect();
     let mut rng = Rng::new(seed);
     let mut t = Tensor::rand(&stored, -2.0, 2.0, &mut rng).ok()?;
     let special = match fill {
@@ -378,4 +385,74 @@ fn a_long_sweep_reports_every_op_that_breaks_a_rule() {
     }
     let report: Vec<String> = failures.values().cloned().collect();
     assert!(report.is_empty(), "{} ops broke a rule:\n{}", report.len(), report.join("\n"));
+}
+
+// Cases the property test above drew on CI or in seeded sweeps (`PROPTEST_RNG_SEED=N
+// PROPTEST_CASES=3000`), kept as named regressions.
+
+/// `[2^40, 0]`: nothing stored, but an outer axis of 2^40 that a kernel's loop once walked
+/// element by element (CI ran out of its 90 minutes on index_select of such a view).
+fn empty_with_a_huge_axis() -> Tensor {
+    Tensor::zeros(&[1, 0]).unwrap().broadcast_to(&[1 << 40, 0]).unwrap()
+}
+
+#[test]
+fn ops_on_an_empty_tensor_with_a_huge_axis_return_without_walking_it() {
+    let x = empty_with_a_huge_axis();
+    let none = Indices::new(vec![], &[0]).unwrap();
+    assert_eq!(x.index_select(1, &none).unwrap().shape(), &[1 << 40, 0]);
+    let y = Tensor::zeros(&[1, 3, 0]).unwrap().broadcast_to(&[1 << 40, 3, 0]).unwrap();
+    assert_eq!(y.prod(1, false).unwrap().shape(), &[1 << 40, 0]);
+    assert_eq!(y.cumsum(1).unwrap().shape(), &[1 << 40, 3, 0]);
+    assert_eq!(y.max(1, false).unwrap().shape(), &[1 << 40, 0]);
+    assert_eq!(y.logsumexp(1, false).unwrap().shape(), &[1 << 40, 0]);
+    assert_eq!(y.softmax(1).unwrap().shape(), &[1 << 40, 3, 0]);
+}
+
+#[test]
+fn composite_ops_name_themselves_when_a_view_is_too_large_for_their_callees() {
+    let huge = Tensor::scalar(1.0).broadcast_to(&[1 << 40, 3]).unwrap();
+    let small = Tensor::ones(&[3, 3]).unwrap();
+    let msg = |r: Result<Tensor>| r.expect_err("a view of 3·2^40 elements is refused").to_string();
+    assert!(msg(Tensor::einsum("ij,jk->ik", &huge, &small)).contains("einsum"));
+    assert!(msg(huge.unsqueeze(0).unwrap().matmul(&small)).contains("matmul"));
+    let line = Tensor::scalar(1.0).broadcast_to(&[1 << 40]).unwrap();
+    assert!(msg(loss::mse_loss(&line, &line, Reduction::Mean)).contains("mse_loss"));
+    let x = Tensor::zeros(&[0, 1, 1]).unwrap().broadcast_to(&[0, 1, 1 << 40]).unwrap();
+    let w = Tensor::zeros(&[0, 1, 1]).unwrap();
+    let opts = Conv1dOptions { stride: 2, padding: 0, dilation: 1, groups: 1 };
+    if let Err(e) = x.conv1d(&w, None, opts) {
+        assert!(e.to_string().contains("conv1d"), "{e}");
+    }
+}
+
+#[test]
+fn a_scatter_add_of_a_view_too_large_to_read_is_an_error_not_a_panic() {
+    let x = Tensor::zeros(&[0]).unwrap();
+    let src = Tensor::scalar(1.0).broadcast_to(&[1 << 40]).unwrap();
+    let none = Indices::new(vec![], &[0]).unwrap();
+    let err = x.scatter_add(0, &none, &src).expect_err("4 TiB of source is refused");
+    assert!(err.to_string().contains("scatter_add"), "{err}");
+}
+
+#[test]
+fn a_linear_whose_empty_result_has_an_overflowing_shape_is_refused() {
+    let x = Tensor::zeros(&[0, 2, 0]).unwrap();
+    let w = Tensor::zeros(&[1, 0]).unwrap().broadcast_to(&[1 << 62, 0]).unwrap();
+    let err = x.linear(&w, None).expect_err("[0, 2, 2^62] overflows");
+    assert!(err.to_string().contains("linear"), "{err}");
+}
+
+#[test]
+fn a_linear_of_an_empty_view_with_a_huge_leading_axis_gives_its_empty_result() {
+    let x = Tensor::zeros(&[1, 0]).unwrap().broadcast_to(&[usize::MAX / 2, 0]).unwrap().into_variable();
+    let w = Tensor::zeros(&[0, 0]).unwrap().into_variable();
+    match x.linear(&w, None) {
+        Ok(y) => {
+            assert_eq!(y.shape(), &[usize::MAX / 2, 0]);
+            y.sum_all().backward().unwrap();
+            assert_eq!(w.grad().unwrap().shape(), &[0, 0]);
+        }
+        Err(e) => assert!(e.to_string().contains("linear"), "{e}"),
+    }
 }

@@ -6,6 +6,9 @@
 /// of `x`, packed as `[outer, red, inner]`, is nonzero; else `0`. An empty line gives `0` for
 /// any and `1` for all (PyTorch's identities). `out` has `outer * inner` elements.
 pub(crate) fn any_all(x: &[f32], (outer, red, inner): (usize, usize, usize), all: bool, out: &mut [f32]) {
+    if out.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let mut line = (0..red).map(|r| x[(o * red + r) * inner + i] != 0.0);

@@ -62,7 +62,7 @@ impl ConvGeom {
     }
     /// Multiply-adds of one pass (forward, or each of the two backward products).
     pub(crate) fn macs(&self) -> usize {
-        self.n * self.o * self.ohw() * self.kg()
+        crate::tensor::work(&[self.n, self.o, self.ohw(), self.kg()])
     }
     /// A 1x1, stride-1, unpadded convolution: the column matrix is the image itself.
     fn is_pointwise(&self) -> bool {

@@ -9,6 +9,9 @@ use crate::tensor::Layout;
 /// `out[o, j, i] = x[o, idx[j], i]` for `x` packed as `[outer, d, inner]` (every element of
 /// the `[outer, idx.len(), inner]` `out` written).
 pub(crate) fn index_select(x: &[f32], (outer, d, inner): (usize, usize, usize), idx: &[usize], out: &mut [f32]) {
+    if out.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     let n = idx.len();
     for o in 0..outer {
         for (j, &k) in idx.iter().enumerate() {
@@ -20,6 +23,9 @@ pub(crate) fn index_select(x: &[f32], (outer, d, inner): (usize, usize, usize), 
 
 /// `dst[o, idx[j], i] += src[o, j, i]` for `dst` packed as `[outer, d, inner]`.
 pub(crate) fn index_add(dst: &mut [f32], outer: usize, d: usize, inner: usize, idx: &[usize], src: &[f32]) {
+    if src.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     let n = idx.len();
     for o in 0..outer {
         for (j, &k) in idx.iter().enumerate() {

@@ -62,6 +62,9 @@ pub(crate) fn extremum(
     vals: &mut [f32],
     args: &mut [usize],
 ) {
+    if vals.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             (vals[o * inner + i], args[o * inner + i]) = line_extremum(x, (o, i), (red, inner), max);
@@ -91,6 +94,9 @@ fn line_extremum(x: &[f32], (o, i): (usize, usize), (red, inner): (usize, usize)
 /// `out[o, i] = Π_r x[o, r, i]` (every element of `out` written).
 pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize, out: &mut [f32]) {
     out.fill(1.0);
+    if x.is_empty() {
+        return; // the empty product (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for r in 0..red {
             for i in 0..inner {
@@ -103,6 +109,9 @@ pub(crate) fn prod(x: &[f32], outer: usize, red: usize, inner: usize, out: &mut 
 /// Running sum along the middle axis into `out` (same shape as `x`, every element written);
 /// `reverse` sums from the end.
 pub(crate) fn cumsum(x: &[f32], outer: usize, red: usize, inner: usize, reverse: bool, out: &mut [f32]) {
+    if x.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let mut acc = 0.0f32;
@@ -126,6 +135,9 @@ pub(crate) fn var(
     sums: &mut [f32],
     acc: &mut [f32],
 ) {
+    if acc.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     sum(x, outer, red, inner, sums);
     let mean = &*sums;
     let inv_n = 1.0 / red as f32;
@@ -144,6 +156,9 @@ pub(crate) fn var(
 /// `log Σ_r exp(x[o, r, i])` into `acc`, shifted by the (finite) maximum so nothing overflows
 /// (`red >= 1`). `shift` is `[outer, inner]` scratch for the shifts; the caller zeroed `acc`.
 pub(crate) fn logsumexp(x: &[f32], (outer, red, inner): (usize, usize, usize), shift: &mut [f32], acc: &mut [f32]) {
+    if acc.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let (m, _) = line_extremum(x, (o, i), (red, inner), true);
@@ -165,6 +180,9 @@ pub(crate) fn logsumexp(x: &[f32], (outer, red, inner): (usize, usize, usize), s
 /// prefix and a suffix pass (no division, so zeros are handled exactly). Every element of
 /// `out` (shaped like `x`) is written.
 pub(crate) fn prod_exclusive(x: &[f32], outer: usize, red: usize, inner: usize, out: &mut [f32]) {
+    if x.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     out.fill(1.0);
     for o in 0..outer {
         for i in 0..inner {

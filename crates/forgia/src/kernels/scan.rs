@@ -4,6 +4,9 @@
 
 /// `out = cumprod(x)` along the middle axis.
 pub(crate) fn cumprod(x: &[f32], outer: usize, n: usize, inner: usize, out: &mut [f32]) {
+    if x.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let mut acc = 1.0;
@@ -21,6 +24,9 @@ pub(crate) fn cumprod(x: &[f32], outer: usize, n: usize, inner: usize, out: &mut
 /// product and `R_k = gy_k + x_{k+1} · R_{k+1}` is accumulated from the end. No division, so
 /// zeros in `x` get their exact gradient.
 pub(crate) fn cumprod_grad(x: &[f32], gy: &[f32], outer: usize, n: usize, inner: usize, out: &mut [f32]) {
+    if x.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let at = |k: usize| (o * n + k) * inner + i;
@@ -45,6 +51,9 @@ pub(crate) fn cumprod_grad(x: &[f32], gy: &[f32], outer: usize, n: usize, inner:
 /// `cummax`/`cummin`: a tie moves the index to the later element, and a NaN, once seen, is the
 /// extremum from then on (each later NaN taking the index).
 pub(crate) fn cum_extremum_index(x: &[f32], outer: usize, n: usize, inner: usize, max: bool, out: &mut [i64]) {
+    if x.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let mut best = f32::NAN;

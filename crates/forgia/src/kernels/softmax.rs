@@ -106,6 +106,9 @@ pub(crate) fn row_logsumexp(x: &[f32], cols: usize, out: &mut [(f32, f32)]) {
 /// [`softmax`]) whose entries are all `-inf`: a line that may attend to nothing gives zeros,
 /// not the NaN of `0/0`. Other lines are left as they are.
 pub(crate) fn zero_blocked_lines(x: &[f32], (outer, red, inner): (usize, usize, usize), out: &mut [f32]) {
+    if x.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     for o in 0..outer {
         for i in 0..inner {
             let at = |r: usize| o * red * inner + r * inner + i;

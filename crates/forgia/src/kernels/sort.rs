@@ -93,6 +93,9 @@ pub(crate) fn top(
 
 /// [`top`] on one thread, with `d` positions of `perm`.
 fn top_lines(x: &[f32], lines: Lines, k: usize, sorted: bool, perm: &mut [usize], vals: &mut [f32], idx: &mut [i64]) {
+    if vals.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     let Lines { outer, d, inner, .. } = lines;
     let perm = &mut perm[..d];
     for o in 0..outer {
@@ -128,6 +131,9 @@ pub(crate) fn kth(
     vals: &mut [f32],
     idx: &mut [i64],
 ) {
+    if vals.is_empty() {
+        return; // nothing to write (an axis of size zero; the others may be huge)
+    }
     let lines = Lines { outer, d, inner, descending: false };
     let perm = &mut perm[..d];
     for o in 0..outer {

@@ -377,6 +377,6 @@ impl Backward for AttnBackward {
 
     fn estimated_work(&self) -> usize {
         let g = &self.geom;
-        10 * g.bh * g.sq * g.sk * (g.d + g.dv) / 2
+        crate::tensor::work(&[5, g.bh, g.sq, g.sk, g.d.saturating_add(g.dv)])
     }
 }

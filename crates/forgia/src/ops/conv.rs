@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::conv::{self as k, ConvGeom};
 use crate::tensor::{Array, Size};
 
@@ -204,8 +204,7 @@ impl Tensor {
             dilation: (1, opts.dilation),
             groups: opts.groups,
         };
-        let y = self.unsqueeze(2)?.conv2d(&w.unsqueeze(2)?, bias, o2)?;
-        y.squeeze(2)
+        within(OP, || self.unsqueeze(2)?.conv2d(&w.unsqueeze(2)?, bias, o2)?.squeeze(2))
     }
 
     /// Transposed 2-D convolution (PyTorch's `conv_transpose2d`, the gradient of conv2d with

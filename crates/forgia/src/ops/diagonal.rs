@@ -51,7 +51,10 @@ fn two_axes(op: &'static str, d1: isize, d2: isize, rank: usize) -> Result<(usiz
 fn diagonal_scatter(src: &Tensor, shape: &[usize], offset: isize, d1: usize, d2: usize) -> Result<Tensor> {
     let mut data = crate::tensor::zeroed("diagonal_scatter", numel(shape))?;
     let target = diagonal_layout(&Layout::contiguous(shape), offset, d1, d2);
-    src.with_data(|v| copy::scatter_add(&mut data, &target, v));
+    src.try_with_data("diagonal_scatter", |v| {
+        copy::scatter_add(&mut data, &target, v);
+        Ok(())
+    })?;
     let out = Tensor::from_parts(data, shape);
     Ok(attach(out, &[src], || DiagonalScatterBackward { offset, d1, d2 }))
 }

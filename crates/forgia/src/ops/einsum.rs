@@ -97,27 +97,32 @@ impl Tensor {
                 }
             }
         }
-        let (a, la) = sum_own(a, &spec.a, &spec.b, &spec.out)?;
-        let (b, lb) = sum_own(b, &spec.b, &la, &spec.out)?;
-        let in_out = |l: &char| spec.out.contains(l);
-        let batch: Vec<char> = la.iter().filter(|l| lb.contains(l) && in_out(l)).copied().collect();
-        let contr: Vec<char> = la.iter().filter(|l| lb.contains(l) && !in_out(l)).copied().collect();
-        let free_a: Vec<char> = la.iter().filter(|l| !lb.contains(l)).copied().collect();
-        let free_b: Vec<char> = lb.iter().filter(|l| !la.contains(l)).copied().collect();
-        let size = |t: &Tensor, ls: &[char], l: char| t.shape()[ls.iter().position(|&x| x == l).unwrap_or(0)];
-        let sizes =
-            |t: &Tensor, ls: &[char], sel: &[char]| -> Vec<usize> { sel.iter().map(|&l| size(t, ls, l)).collect() };
-        let (bs, ms, ks, ns) =
-            (sizes(&a, &la, &batch), sizes(&a, &la, &free_a), sizes(&a, &la, &contr), sizes(&b, &lb, &free_b));
-        let lhs = arrange(&a, &la, &[&batch, &free_a, &contr], &[numel(&bs), numel(&ms), numel(&ks)])?;
-        let rhs = arrange(&b, &lb, &[&batch, &contr, &free_b], &[numel(&bs), numel(&ks), numel(&ns)])?;
-        let prod = lhs.matmul(&rhs)?;
-        let labels: Vec<char> = batch.iter().chain(&free_a).chain(&free_b).copied().collect();
-        let shape: Vec<usize> = bs.iter().chain(&ms).chain(&ns).copied().collect();
-        let y = prod.reshape(&shape)?;
-        let perm: Vec<usize> = spec.out.iter().map(|l| labels.iter().position(|x| x == l).unwrap_or(0)).collect();
-        y.permute(&perm)
+        within("einsum", || contract(&spec, a, b))
     }
+}
+
+/// The contraction of a checked two-operand equation: each operand's own labels summed
+/// away, then one batched matmul between arranged views, reshaped and permuted to `out`.
+fn contract(spec: &Spec, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let (a, la) = sum_own(a, &spec.a, &spec.b, &spec.out)?;
+    let (b, lb) = sum_own(b, &spec.b, &la, &spec.out)?;
+    let in_out = |l: &char| spec.out.contains(l);
+    let batch: Vec<char> = la.iter().filter(|l| lb.contains(l) && in_out(l)).copied().collect();
+    let contr: Vec<char> = la.iter().filter(|l| lb.contains(l) && !in_out(l)).copied().collect();
+    let free_a: Vec<char> = la.iter().filter(|l| !lb.contains(l)).copied().collect();
+    let free_b: Vec<char> = lb.iter().filter(|l| !la.contains(l)).copied().collect();
+    let size = |t: &Tensor, ls: &[char], l: char| t.shape()[ls.iter().position(|&x| x == l).unwrap_or(0)];
+    let sizes = |t: &Tensor, ls: &[char], sel: &[char]| -> Vec<usize> { sel.iter().map(|&l| size(t, ls, l)).collect() };
+    let (bs, ms, ks, ns) =
+        (sizes(&a, &la, &batch), sizes(&a, &la, &free_a), sizes(&a, &la, &contr), sizes(&b, &lb, &free_b));
+    let lhs = arrange(&a, &la, &[&batch, &free_a, &contr], &[numel(&bs), numel(&ms), numel(&ks)])?;
+    let rhs = arrange(&b, &lb, &[&batch, &contr, &free_b], &[numel(&bs), numel(&ks), numel(&ns)])?;
+    let prod = lhs.matmul(&rhs)?;
+    let labels: Vec<char> = batch.iter().chain(&free_a).chain(&free_b).copied().collect();
+    let shape: Vec<usize> = bs.iter().chain(&ms).chain(&ns).copied().collect();
+    let y = prod.reshape(&shape)?;
+    let perm: Vec<usize> = spec.out.iter().map(|l| labels.iter().position(|x| x == l).unwrap_or(0)).collect();
+    y.permute(&perm)
 }
 
 /// A parsed two-operand equation.

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::index as k;
 use crate::tensor::layout::numel;
 use crate::tensor::{Axis, Shape, Size};
@@ -222,8 +222,11 @@ impl Tensor {
         }
         let idx = indices.checked("index_add", self.shape()[a])?;
         let (outer, d, inner) = split3(self.shape(), a);
-        let mut data = self.to_vec();
-        src.with_data(|s| k::index_add(&mut data, outer, d, inner, &idx, s));
+        let mut data = within("index_add", || self.try_to_vec())?;
+        src.try_with_data("index_add", |s| {
+            k::index_add(&mut data, outer, d, inner, &idx, s);
+            Ok(())
+        })?;
         let mut out = Tensor::from_parts(data, self.shape());
         out.names = self.names.clone();
         Ok(attach(out, &[self, src], || IndexAddBackward { axis: a, indices: indices.clone() }))
@@ -269,10 +272,13 @@ impl Tensor {
         check_like("scatter_add", indices, self.shape(), a, true)?;
         check_like("scatter_add", indices, src.shape(), a, false)?;
         let idx = indices.checked("scatter_add", self.shape()[a])?;
-        let mut data = self.to_vec();
+        let mut data = within("scatter_add", || self.try_to_vec())?;
         let mut vals = crate::tensor::buffer("scatter_add", idx.len())?;
         let (dst, at) = ((&mut data[..], self.shape()), (&idx[..], indices.shape()));
-        src.with_data(|s| k::scatter_add(dst, a, at, (s, src.shape()), &mut vals));
+        src.try_with_data("scatter_add", |s| {
+            k::scatter_add(dst, a, at, (s, src.shape()), &mut vals);
+            Ok(())
+        })?;
         let mut out = Tensor::from_parts(data, self.shape());
         out.names = self.names.clone();
         Ok(attach(out, &[self, src], || ScatterAddBackward {
@@ -307,7 +313,10 @@ fn index_add_to_zeros(shape: &[usize], axis: usize, indices: &Indices, src: &Ten
     let idx = indices.checked("index_select", shape[axis])?;
     let (outer, d, inner) = split3(shape, axis);
     let mut data = crate::tensor::alloc("index_select", numel(shape))?;
-    src.with_data(|s| k::index_add(&mut data, outer, d, inner, &idx, s));
+    src.try_with_data("index_select", |s| {
+        k::index_add(&mut data, outer, d, inner, &idx, s);
+        Ok(())
+    })?;
     Ok(attach(Tensor::from_parts(data, shape), &[src], || ScatterToZerosBackward { axis, indices: indices.clone() }))
 }
 

@@ -8,7 +8,7 @@ use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm_split_k, split_k_scratch, MatRef};
-use crate::tensor::{names, Array};
+use crate::tensor::{names, Array, Size};
 
 const OP: &str = "linear";
 
@@ -57,6 +57,10 @@ impl Tensor {
         }
         // The rows are the product of the leading sizes (not numel / k: k may be 0).
         let m: usize = self.shape()[..self.rank() - 1].iter().product();
+        let mut shape = self.shape().to_vec();
+        *shape.last_mut().expect("rank checked above") = n;
+        // [0, 2, 2^62] holds nothing, but its size still overflows: refused, as by matmul.
+        Size::of(OP, &shape)?;
         let x = self.contiguous_data(OP)?;
         let w = weight.contiguous_data(OP)?;
         let mut out = crate::tensor::buffer("linear", m * n)?;
@@ -73,8 +77,6 @@ impl Tensor {
                 b.with_data(|b| crate::kernels::norm::affine(&mut out, None, Some(b), 1));
             }
         }
-        let mut shape = self.shape().to_vec();
-        *shape.last_mut().expect("rank checked above") = n;
         let mut y = Tensor::from_parts(out, &shape);
         // The leading axes keep their names; the output features are a new, unnamed axis.
         let r = shape.len();
@@ -120,6 +122,6 @@ impl Backward for LinearBackward {
     }
 
     fn estimated_work(&self) -> usize {
-        3 * self.rows * self.w.numel()
+        crate::tensor::work(&[3, self.rows, self.w.numel()])
     }
 }

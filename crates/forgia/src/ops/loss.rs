@@ -21,7 +21,7 @@ pub use super::loss_elementwise::{
 pub use super::loss_linear::{linear_cross_entropy, LinearCrossEntropyOptions};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{check, fail, ErrorKind, Result};
+use crate::error::{check, fail, within, ErrorKind, Result};
 use crate::kernels::loss as k;
 use crate::kernels::softmax::row_logsumexp;
 use crate::ops::index::Indices;
@@ -87,10 +87,12 @@ impl Default for NllLossOptions {
 /// `IndexOutOfRange` for a label outside `0..C` that is not `ignore_index`; `InvalidArgument`
 /// for `label_smoothing` outside `[0, 1]` or `BatchMean`.
 pub fn cross_entropy(logits: &Tensor, labels: &Indices, options: CrossEntropyOptions) -> Result<Tensor> {
-    let eps = options.label_smoothing;
-    check::unit_interval("cross_entropy", "label_smoothing", eps)?;
-    per_row("cross_entropy", logits, labels, options.ignore_index, options.reduction, |x, t| {
-        cross_entropy_2d(x, t, eps, options.reduction)
+    within("cross_entropy", || {
+        let eps = options.label_smoothing;
+        check::unit_interval("cross_entropy", "label_smoothing", eps)?;
+        per_row("cross_entropy", logits, labels, options.ignore_index, options.reduction, |x, t| {
+            cross_entropy_2d(x, t, eps, options.reduction)
+        })
     })
 }
 
@@ -111,26 +113,32 @@ pub fn cross_entropy_weighted(
     weight: &Tensor,
     options: CrossEntropyOptions,
 ) -> Result<Tensor> {
-    const OP: &str = "cross_entropy";
-    let eps = options.label_smoothing;
-    check::unit_interval(OP, "label_smoothing", eps)?;
-    per_row(OP, logits, labels, options.ignore_index, options.reduction, |x, t| {
-        let (n, c) = (x.shape()[0], x.shape()[1]);
-        if weight.shape() != [c] {
-            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: x.shape().to_vec(), rhs: weight.shape().to_vec() });
-        }
-        let w = weight.to_vec();
-        let mut a = crate::tensor::buffer(OP, n * c)?;
-        k::weighted_targets(t, &w, eps, &mut a);
-        let rows = x.log_softmax(1)?.mul(&Tensor::from_parts(a, &[n, c]))?.sum(1, false)?.neg();
-        match options.reduction {
-            Reduction::None => Ok(rows),
-            Reduction::Sum => Ok(rows.sum_all()),
-            _ => {
-                let denom: f64 = t.iter().flatten().map(|&y| w[y] as f64).sum();
-                Ok(rows.sum_all().scale((1.0 / denom) as f32))
+    within("cross_entropy", || {
+        const OP: &str = "cross_entropy";
+        let eps = options.label_smoothing;
+        check::unit_interval(OP, "label_smoothing", eps)?;
+        per_row(OP, logits, labels, options.ignore_index, options.reduction, |x, t| {
+            let (n, c) = (x.shape()[0], x.shape()[1]);
+            if weight.shape() != [c] {
+                return fail(ErrorKind::ShapeMismatch {
+                    op: OP,
+                    lhs: x.shape().to_vec(),
+                    rhs: weight.shape().to_vec(),
+                });
             }
-        }
+            let w = weight.to_vec();
+            let mut a = crate::tensor::buffer(OP, n * c)?;
+            k::weighted_targets(t, &w, eps, &mut a);
+            let rows = x.log_softmax(1)?.mul(&Tensor::from_parts(a, &[n, c]))?.sum(1, false)?.neg();
+            match options.reduction {
+                Reduction::None => Ok(rows),
+                Reduction::Sum => Ok(rows.sum_all()),
+                _ => {
+                    let denom: f64 = t.iter().flatten().map(|&y| w[y] as f64).sum();
+                    Ok(rows.sum_all().scale((1.0 / denom) as f32))
+                }
+            }
+        })
     })
 }
 
@@ -153,48 +161,55 @@ pub fn cross_entropy_probs(
     weight: Option<&Tensor>,
     options: CrossEntropyOptions,
 ) -> Result<Tensor> {
-    const OP: &str = "cross_entropy";
-    let eps = options.label_smoothing;
-    check::unit_interval(OP, "label_smoothing", eps)?;
-    if options.reduction == Reduction::BatchMean {
-        let reason = "BatchMean is for elementwise losses".into();
-        return fail(ErrorKind::InvalidArgument { op: OP, arg: "reduction", reason });
-    }
-    if logits.rank() < 2 {
-        return fail(ErrorKind::RankMismatch {
-            op: OP,
-            expected: "rank >= 2 ([N, C, ...])",
-            shape: logits.shape().to_vec(),
-        });
-    }
-    if target.shape() != logits.shape() {
-        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: target.shape().to_vec() });
-    }
-    let c = logits.shape()[1];
-    if c == 0 {
-        return fail(ErrorKind::EmptyTensor { op: OP, shape: logits.shape().to_vec() });
-    }
-    if let Some(w) = weight.filter(|w| w.shape() != [c]) {
-        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: w.shape().to_vec() });
-    }
-    let rows_shape: Vec<usize> = [logits.shape()[0]].into_iter().chain(logits.shape()[2..].iter().copied()).collect();
-    let flat = |t: &Tensor| -> Result<Tensor> {
-        if t.rank() == 2 {
-            return Ok(t.clone());
+    within("cross_entropy", || {
+        const OP: &str = "cross_entropy";
+        let eps = options.label_smoothing;
+        check::unit_interval(OP, "label_smoothing", eps)?;
+        if options.reduction == Reduction::BatchMean {
+            let reason = "BatchMean is for elementwise losses".into();
+            return fail(ErrorKind::InvalidArgument { op: OP, arg: "reduction", reason });
         }
-        let perm: Vec<usize> = [0].into_iter().chain(2..t.rank()).chain([1]).collect();
-        t.permute(&perm)?.reshape(&[rows_shape.iter().product(), c])
-    };
-    let mut coef = flat(target)?.scale(1.0 - eps).add_scalar(eps / c as f32);
-    if let Some(w) = weight {
-        coef = coef.mul(&w.detach())?;
-    }
-    let rows = flat(logits)?.log_softmax(1)?.mul(&coef)?.sum(1, false)?.neg();
-    match options.reduction {
-        Reduction::None => rows.reshape(&rows_shape),
-        Reduction::Sum => Ok(rows.sum_all()),
-        _ => rows.mean_all(),
-    }
+        if logits.rank() < 2 {
+            return fail(ErrorKind::RankMismatch {
+                op: OP,
+                expected: "rank >= 2 ([N, C, ...])",
+                shape: logits.shape().to_vec(),
+            });
+        }
+        if target.shape() != logits.shape() {
+            return fail(ErrorKind::ShapeMismatch {
+                op: OP,
+                lhs: logits.shape().to_vec(),
+                rhs: target.shape().to_vec(),
+            });
+        }
+        let c = logits.shape()[1];
+        if c == 0 {
+            return fail(ErrorKind::EmptyTensor { op: OP, shape: logits.shape().to_vec() });
+        }
+        if let Some(w) = weight.filter(|w| w.shape() != [c]) {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: logits.shape().to_vec(), rhs: w.shape().to_vec() });
+        }
+        let rows_shape: Vec<usize> =
+            [logits.shape()[0]].into_iter().chain(logits.shape()[2..].iter().copied()).collect();
+        let flat = |t: &Tensor| -> Result<Tensor> {
+            if t.rank() == 2 {
+                return Ok(t.clone());
+            }
+            let perm: Vec<usize> = [0].into_iter().chain(2..t.rank()).chain([1]).collect();
+            t.permute(&perm)?.reshape(&[rows_shape.iter().product(), c])
+        };
+        let mut coef = flat(target)?.scale(1.0 - eps).add_scalar(eps / c as f32);
+        if let Some(w) = weight {
+            coef = coef.mul(&w.detach())?;
+        }
+        let rows = flat(logits)?.log_softmax(1)?.mul(&coef)?.sum(1, false)?.neg();
+        match options.reduction {
+            Reduction::None => rows.reshape(&rows_shape),
+            Reduction::Sum => Ok(rows.sum_all()),
+            _ => rows.mean_all(),
+        }
+    })
 }
 
 /// Negative log-likelihood of log-probabilities `[N, C]` (or `[N, C, d...]`) at integer
@@ -205,12 +220,14 @@ pub fn cross_entropy_probs(
 /// # Errors
 /// As [`cross_entropy`] (without the smoothing check).
 pub fn nll_loss(log_probs: &Tensor, labels: &Indices, options: NllLossOptions) -> Result<Tensor> {
-    per_row("nll_loss", log_probs, labels, options.ignore_index, options.reduction, |x, t| {
-        let (n, c) = (x.shape()[0], x.shape()[1]);
-        let rows: Vec<f32> =
-            x.with_data(|d| t.iter().enumerate().map(|(r, y)| y.map_or(0.0, |y| -d[r * c + y])).collect());
-        let (out, count) = combine(rows, t, options.reduction);
-        Ok(attach(out, &[x], || NllBackward { targets: t.to_vec(), n, c, reduction: options.reduction, count }))
+    within("nll_loss", || {
+        per_row("nll_loss", log_probs, labels, options.ignore_index, options.reduction, |x, t| {
+            let (n, c) = (x.shape()[0], x.shape()[1]);
+            let rows: Vec<f32> =
+                x.with_data(|d| t.iter().enumerate().map(|(r, y)| y.map_or(0.0, |y| -d[r * c + y])).collect());
+            let (out, count) = combine(rows, t, options.reduction);
+            Ok(attach(out, &[x], || NllBackward { targets: t.to_vec(), n, c, reduction: options.reduction, count }))
+        })
     })
 }
 

@@ -10,7 +10,7 @@ use super::loss::Reduction;
 use super::unary::{constant_map, unary, UnaryRule};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{check, fail, ErrorKind, Result};
+use crate::error::{check, fail, within, ErrorKind, Result};
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::Array;
 
@@ -43,9 +43,11 @@ fn same_shape(op: &'static str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// # Errors
 /// `ShapeMismatch` when the shapes differ; `EmptyTensor` for a `Mean` of nothing.
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    same_shape("mse_loss", input, target)?;
-    let d = input.sub(target)?;
-    reduce("mse_loss", d.mul(&d)?, reduction)
+    within("mse_loss", || {
+        same_shape("mse_loss", input, target)?;
+        let d = input.sub(target)?;
+        reduce("mse_loss", d.mul(&d)?, reduction)
+    })
 }
 
 /// Huber loss with threshold `delta`: `0.5·d²` where `|d| < delta`, else
@@ -57,16 +59,18 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result
 /// # Errors
 /// `ShapeMismatch`; `InvalidArgument` for `delta <= 0`.
 pub fn huber_loss(input: &Tensor, target: &Tensor, delta: f32, reduction: Reduction) -> Result<Tensor> {
-    same_shape("huber_loss", input, target)?;
-    // An infinite delta would make the masked linear part 0·∞ = NaN everywhere.
-    check::positive("huber_loss", "delta", delta)?;
-    let d = input.sub(target)?;
-    let inside = constant_map("huber_loss", &d, |v| if v.abs() < delta { 1.0 } else { 0.0 })?;
-    let outside_sign = constant_map("huber_loss", &d, |v| if v.abs() < delta { 0.0 } else { v.signum() })?;
-    let quadratic = d.mul(&d)?.scale(0.5).mul(&inside)?;
-    // delta·(|d| - delta/2) on the outside: |d| = d·sign(d), and the constant is masked too.
-    let linear = d.mul(&outside_sign)?.sub(&outside_sign.mul(&outside_sign)?.scale(0.5 * delta))?.scale(delta);
-    reduce("huber_loss", quadratic.add(&linear)?, reduction)
+    within("huber_loss", || {
+        same_shape("huber_loss", input, target)?;
+        // An infinite delta would make the masked linear part 0·∞ = NaN everywhere.
+        check::positive("huber_loss", "delta", delta)?;
+        let d = input.sub(target)?;
+        let inside = constant_map("huber_loss", &d, |v| if v.abs() < delta { 1.0 } else { 0.0 })?;
+        let outside_sign = constant_map("huber_loss", &d, |v| if v.abs() < delta { 0.0 } else { v.signum() })?;
+        let quadratic = d.mul(&d)?.scale(0.5).mul(&inside)?;
+        // delta·(|d| - delta/2) on the outside: |d| = d·sign(d), and the constant is masked too.
+        let linear = d.mul(&outside_sign)?.sub(&outside_sign.mul(&outside_sign)?.scale(0.5 * delta))?.scale(delta);
+        reduce("huber_loss", quadratic.add(&linear)?, reduction)
+    })
 }
 
 /// `softplus(x) - x·t` per element: binary cross-entropy of `sigmoid(logits)` against
@@ -77,9 +81,11 @@ pub fn huber_loss(input: &Tensor, target: &Tensor, delta: f32, reduction: Reduct
 /// # Errors
 /// `ShapeMismatch`; `EmptyTensor` for a `Mean` of nothing.
 pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    same_shape("binary_cross_entropy_with_logits", logits, target)?;
-    let l = logits.softplus().sub(&logits.mul(target)?)?;
-    reduce("binary_cross_entropy_with_logits", l, reduction)
+    within("binary_cross_entropy_with_logits", || {
+        same_shape("binary_cross_entropy_with_logits", logits, target)?;
+        let l = logits.softplus().sub(&logits.mul(target)?)?;
+        reduce("binary_cross_entropy_with_logits", l, reduction)
+    })
 }
 
 /// KL divergence with PyTorch's argument order: `input` holds log-probabilities, `target`
@@ -90,14 +96,16 @@ pub fn binary_cross_entropy_with_logits(logits: &Tensor, target: &Tensor, reduct
 /// # Errors
 /// `ShapeMismatch`; `EmptyTensor` for a `Mean` / `BatchMean` of nothing.
 pub fn kl_div(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    same_shape("kl_div", input, target)?;
-    // A term whose target is 0 contributes 0 whatever the input, -inf included (0·-inf would be
-    // NaN): the input is read as 0 there, so neither the loss nor a gradient sees it.
-    let nonzero = constant_map("kl_div", target, |t| if t != 0.0 { 1.0 } else { 0.0 })?;
-    let zero = Tensor::zeros(&[])?;
-    let seen = Tensor::where_(&nonzero, input, &zero)?;
-    let l = unary(target, XLogX).sub(&target.mul(&seen)?)?;
-    reduce("kl_div", l, reduction)
+    within("kl_div", || {
+        same_shape("kl_div", input, target)?;
+        // A term whose target is 0 contributes 0 whatever the input, -inf included (0·-inf would be
+        // NaN): the input is read as 0 there, so neither the loss nor a gradient sees it.
+        let nonzero = constant_map("kl_div", target, |t| if t != 0.0 { 1.0 } else { 0.0 })?;
+        let zero = Tensor::zeros(&[])?;
+        let seen = Tensor::where_(&nonzero, input, &zero)?;
+        let l = unary(target, XLogX).sub(&target.mul(&seen)?)?;
+        reduce("kl_div", l, reduction)
+    })
 }
 
 /// Mean absolute error `|input - target|`, reduced.
@@ -108,8 +116,10 @@ pub fn kl_div(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<T
 /// # Errors
 /// `ShapeMismatch` when the shapes differ; `EmptyTensor` for a `Mean` of nothing.
 pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    same_shape("l1_loss", input, target)?;
-    reduce("l1_loss", input.sub(target)?.abs(), reduction)
+    within("l1_loss", || {
+        same_shape("l1_loss", input, target)?;
+        reduce("l1_loss", input.sub(target)?.abs(), reduction)
+    })
 }
 
 /// Smooth L1 loss with threshold `beta` (`torch.nn.functional.smooth_l1_loss`): `0.5·d²/beta`
@@ -121,14 +131,16 @@ pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<
 /// # Errors
 /// `ShapeMismatch`; `InvalidArgument` for a negative or non-finite `beta`.
 pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, beta: f32, reduction: Reduction) -> Result<Tensor> {
-    same_shape("smooth_l1_loss", input, target)?;
-    check::non_negative("smooth_l1_loss", "beta", beta)?;
-    let l = if beta == 0.0 {
-        input.sub(target)?.abs()
-    } else {
-        huber_loss(input, target, beta, Reduction::None)?.scale(1.0 / beta)
-    };
-    reduce("smooth_l1_loss", l, reduction)
+    within("smooth_l1_loss", || {
+        same_shape("smooth_l1_loss", input, target)?;
+        check::non_negative("smooth_l1_loss", "beta", beta)?;
+        let l = if beta == 0.0 {
+            input.sub(target)?.abs()
+        } else {
+            huber_loss(input, target, beta, Reduction::None)?.scale(1.0 / beta)
+        };
+        reduce("smooth_l1_loss", l, reduction)
+    })
 }
 
 /// PyTorch clamps each log of [`binary_cross_entropy`] at this value, so a probability of
@@ -156,22 +168,25 @@ pub fn binary_cross_entropy(
     weight: Option<&Tensor>,
     reduction: Reduction,
 ) -> Result<Tensor> {
-    const OP: &str = "binary_cross_entropy";
-    same_shape(OP, input, target)?;
-    if input.to_vec().iter().any(|p| !(0.0..=1.0).contains(p)) {
-        let reason = "every element must be a probability in [0, 1]".into();
-        return fail(ErrorKind::InvalidArgument { op: OP, arg: "input", reason });
-    }
-    let (p, t) = (input.detach(), target.detach());
-    let l = clamped_log(&p)?.mul(&t)?.add(&clamped_log(&p.neg().add_scalar(1.0))?.mul(&t.neg().add_scalar(1.0))?)?;
-    let mut l = attach(l.neg(), &[input, target], || BceBackward { p: input.value(), t: target.value() });
-    if let Some(w) = weight {
-        if broadcast_shapes(OP, input.shape(), w.shape())?.as_slice() != input.shape() {
-            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: input.shape().to_vec(), rhs: w.shape().to_vec() });
+    within("binary_cross_entropy", || {
+        const OP: &str = "binary_cross_entropy";
+        same_shape(OP, input, target)?;
+        if input.to_vec().iter().any(|p| !(0.0..=1.0).contains(p)) {
+            let reason = "every element must be a probability in [0, 1]".into();
+            return fail(ErrorKind::InvalidArgument { op: OP, arg: "input", reason });
         }
-        l = l.mul(w)?;
-    }
-    reduce(OP, l, reduction)
+        let (p, t) = (input.detach(), target.detach());
+        let l =
+            clamped_log(&p)?.mul(&t)?.add(&clamped_log(&p.neg().add_scalar(1.0))?.mul(&t.neg().add_scalar(1.0))?)?;
+        let mut l = attach(l.neg(), &[input, target], || BceBackward { p: input.value(), t: target.value() });
+        if let Some(w) = weight {
+            if broadcast_shapes(OP, input.shape(), w.shape())?.as_slice() != input.shape() {
+                return fail(ErrorKind::ShapeMismatch { op: OP, lhs: input.shape().to_vec(), rhs: w.shape().to_vec() });
+            }
+            l = l.mul(w)?;
+        }
+        reduce(OP, l, reduction)
+    })
 }
 
 /// `max(ln x, -100)`, differentiable.
@@ -230,26 +245,28 @@ pub fn cosine_embedding_loss(
     margin: f32,
     reduction: Reduction,
 ) -> Result<Tensor> {
-    const OP: &str = "cosine_embedding_loss";
-    same_shape(OP, x1, x2)?;
-    check::finite(OP, "margin", margin)?;
-    if !(1..=2).contains(&x1.rank()) || target.shape() != &x1.shape()[..x1.rank() - 1] {
-        return fail(ErrorKind::ShapeMismatch { op: OP, lhs: x1.shape().to_vec(), rhs: target.shape().to_vec() });
-    }
-    if target.to_vec().iter().any(|&y| y != 1.0 && y != -1.0) {
-        return fail(ErrorKind::InvalidArgument {
-            op: OP,
-            arg: "target",
-            reason: "every element must be 1 or -1".into(),
-        });
-    }
-    let d = x1.rank() - 1;
-    let dot = x1.mul(x2)?.sum(d, false)?;
-    let mag = |x: &Tensor| -> Result<Tensor> { Ok(x.square().sum(d, false)?.add_scalar(1e-12)) };
-    let cos = dot.div(&mag(x1)?.mul(&mag(x2)?)?.sqrt())?;
-    let similar = cos.neg().add_scalar(1.0).mul(&equals(OP, target, 1.0)?)?;
-    let dissimilar = cos.sub_scalar(margin).clamp(0.0, f32::INFINITY)?.mul(&equals(OP, target, -1.0)?)?;
-    reduce(OP, similar.add(&dissimilar)?, reduction)
+    within("cosine_embedding_loss", || {
+        const OP: &str = "cosine_embedding_loss";
+        same_shape(OP, x1, x2)?;
+        check::finite(OP, "margin", margin)?;
+        if !(1..=2).contains(&x1.rank()) || target.shape() != &x1.shape()[..x1.rank() - 1] {
+            return fail(ErrorKind::ShapeMismatch { op: OP, lhs: x1.shape().to_vec(), rhs: target.shape().to_vec() });
+        }
+        if target.to_vec().iter().any(|&y| y != 1.0 && y != -1.0) {
+            return fail(ErrorKind::InvalidArgument {
+                op: OP,
+                arg: "target",
+                reason: "every element must be 1 or -1".into(),
+            });
+        }
+        let d = x1.rank() - 1;
+        let dot = x1.mul(x2)?.sum(d, false)?;
+        let mag = |x: &Tensor| -> Result<Tensor> { Ok(x.square().sum(d, false)?.add_scalar(1e-12)) };
+        let cos = dot.div(&mag(x1)?.mul(&mag(x2)?)?.sqrt())?;
+        let similar = cos.neg().add_scalar(1.0).mul(&equals(OP, target, 1.0)?)?;
+        let dissimilar = cos.sub_scalar(margin).clamp(0.0, f32::INFINITY)?.mul(&equals(OP, target, -1.0)?)?;
+        reduce(OP, similar.add(&dissimilar)?, reduction)
+    })
 }
 
 /// Margin ranking loss (`torch.nn.functional.margin_ranking_loss`):
@@ -269,11 +286,13 @@ pub fn margin_ranking_loss(
     margin: f32,
     reduction: Reduction,
 ) -> Result<Tensor> {
-    const OP: &str = "margin_ranking_loss";
-    check::finite(OP, "margin", margin)?;
-    broadcast_shapes(OP, &broadcast_shapes(OP, x1.shape(), x2.shape())?, target.shape())?;
-    let hinge = target.detach().neg().mul(&x1.sub(x2)?)?.add_scalar(margin);
-    reduce(OP, hinge.clamp(0.0, f32::INFINITY)?, reduction)
+    within("margin_ranking_loss", || {
+        const OP: &str = "margin_ranking_loss";
+        check::finite(OP, "margin", margin)?;
+        broadcast_shapes(OP, &broadcast_shapes(OP, x1.shape(), x2.shape())?, target.shape())?;
+        let hinge = target.detach().neg().mul(&x1.sub(x2)?)?.add_scalar(margin);
+        reduce(OP, hinge.clamp(0.0, f32::INFINITY)?, reduction)
+    })
 }
 
 /// `x·ln x`, 0 at 0 (torch's `xlogy(x, x)`).

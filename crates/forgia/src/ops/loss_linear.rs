@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use super::loss::{class_targets, combine, gy_rows, row_weights, CrossEntropyOptions, Reduction};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{check, fail, ErrorKind, Result};
+use crate::error::{check, fail, within, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::kernels::loss as k;
 use crate::kernels::softmax::row_logsumexp;
@@ -58,41 +58,50 @@ pub fn linear_cross_entropy(
     labels: &Indices,
     options: LinearCrossEntropyOptions,
 ) -> Result<Tensor> {
-    let ce = options.cross_entropy;
-    check::positive_count(OP, "chunk", options.chunk as u64)?;
-    check::unit_interval(OP, "label_smoothing", ce.label_smoothing)?;
-    if ce.reduction == Reduction::BatchMean {
-        let reason = "BatchMean is for elementwise losses".into();
-        return fail(ErrorKind::InvalidArgument { op: OP, arg: "reduction", reason });
-    }
-    let (v, d) = check_shapes(hidden, weight, bias, labels)?;
-    let targets = class_targets(OP, labels, v, ce.ignore_index)?;
-    let geometry = Geometry { tokens: targets.len(), d, v, chunk: options.chunk.min(targets.len().max(1)) };
-    let (h, w) = (hidden.contiguous_data(OP)?, weight.contiguous_data(OP)?);
-    let b = bias.map(|b| b.contiguous_data(OP)).transpose()?;
-    let mut lse = vec![(0.0, 0.0); geometry.tokens];
-    let mut rows = vec![0.0; geometry.tokens];
-    let mut logits = crate::tensor::buffer(OP, geometry.chunk * v)?;
-    for (s, m) in geometry.chunks() {
-        let block = &mut logits[..m * v];
-        geometry.logits(h.packed(), w.packed(), b.as_ref().map(|b| b.packed()), s, block);
-        row_logsumexp(block, v, &mut lse[s..s + m]);
-        k::cross_entropy_rows(block, v, &lse[s..s + m], &targets[s..s + m], ce.label_smoothing, &mut rows[s..s + m]);
-    }
-    let (out, count) = combine(rows, &targets, ce.reduction);
-    let out = if ce.reduction == Reduction::None { out.reshape(labels.shape())? } else { out };
-    let inputs: SmallVec<[&Tensor; 3]> = [Some(hidden), Some(weight), bias].into_iter().flatten().collect();
-    Ok(attach(out, &inputs, || LinearCrossEntropyBackward {
-        h: h.value(),
-        w: w.value(),
-        b: b.map(|b| b.value()),
-        lse,
-        targets,
-        eps: ce.label_smoothing,
-        reduction: ce.reduction,
-        count,
-        geometry,
-    }))
+    within("linear_cross_entropy", || {
+        let ce = options.cross_entropy;
+        check::positive_count(OP, "chunk", options.chunk as u64)?;
+        check::unit_interval(OP, "label_smoothing", ce.label_smoothing)?;
+        if ce.reduction == Reduction::BatchMean {
+            let reason = "BatchMean is for elementwise losses".into();
+            return fail(ErrorKind::InvalidArgument { op: OP, arg: "reduction", reason });
+        }
+        let (v, d) = check_shapes(hidden, weight, bias, labels)?;
+        let targets = class_targets(OP, labels, v, ce.ignore_index)?;
+        let geometry = Geometry { tokens: targets.len(), d, v, chunk: options.chunk.min(targets.len().max(1)) };
+        let (h, w) = (hidden.contiguous_data(OP)?, weight.contiguous_data(OP)?);
+        let b = bias.map(|b| b.contiguous_data(OP)).transpose()?;
+        let mut lse = vec![(0.0, 0.0); geometry.tokens];
+        let mut rows = vec![0.0; geometry.tokens];
+        let mut logits = crate::tensor::buffer(OP, geometry.chunk * v)?;
+        for (s, m) in geometry.chunks() {
+            let block = &mut logits[..m * v];
+            geometry.logits(h.packed(), w.packed(), b.as_ref().map(|b| b.packed()), s, block);
+            row_logsumexp(block, v, &mut lse[s..s + m]);
+            k::cross_entropy_rows(
+                block,
+                v,
+                &lse[s..s + m],
+                &targets[s..s + m],
+                ce.label_smoothing,
+                &mut rows[s..s + m],
+            );
+        }
+        let (out, count) = combine(rows, &targets, ce.reduction);
+        let out = if ce.reduction == Reduction::None { out.reshape(labels.shape())? } else { out };
+        let inputs: SmallVec<[&Tensor; 3]> = [Some(hidden), Some(weight), bias].into_iter().flatten().collect();
+        Ok(attach(out, &inputs, || LinearCrossEntropyBackward {
+            h: h.value(),
+            w: w.value(),
+            b: b.map(|b| b.value()),
+            lse,
+            targets,
+            eps: ce.label_smoothing,
+            reduction: ce.reduction,
+            count,
+            geometry,
+        }))
+    })
 }
 
 /// `(V, d)` after checking every shape.
@@ -262,6 +271,6 @@ impl Backward for LinearCrossEntropyBackward {
     }
 
     fn estimated_work(&self) -> usize {
-        3 * self.geometry.tokens * self.w.numel()
+        crate::tensor::work(&[3, self.geometry.tokens, self.w.numel()])
     }
 }

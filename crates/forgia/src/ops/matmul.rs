@@ -6,7 +6,7 @@ use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, Error, ErrorKind, Result};
+use crate::error::{fail, within, Error, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, gemm_split_k, split_k_scratch, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
@@ -70,7 +70,8 @@ impl Tensor {
     /// can ask for that with no memory behind it); `OutOfMemory`.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         let names = product_names(self, other)?;
-        let mut out = self.matmul_positional(other)?;
+        // Reshapes of broadcast views inside report their limits as matmul's.
+        let mut out = within("matmul", || self.matmul_positional(other))?;
         out.names = names;
         Ok(out)
     }

@@ -250,6 +250,7 @@ impl Backward for PoolBackward {
     }
 
     fn estimated_work(&self) -> usize {
-        self.planes[0] * self.planes[1] * self.geom.oh * self.geom.ow * self.geom.k.0 * self.geom.k.1
+        let g = &self.geom;
+        crate::tensor::work(&[self.planes[0], self.planes[1], g.oh, g.ow, g.k.0, g.k.1])
     }
 }

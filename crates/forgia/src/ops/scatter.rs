@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 use super::index::{check_like, split3};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
-use crate::error::{fail, ErrorKind, Result};
+use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::scatter as k;
 use crate::ops::index::Indices;
 use crate::tensor::layout::{broadcast_shapes, numel};
@@ -35,8 +35,11 @@ fn offsets_index(offsets: &[usize]) -> Indices {
 /// write wins) or adding, with the `put` record. `op` names the public op.
 fn put(op: &'static str, x: &Tensor, offsets: Vec<usize>, values: &Tensor, accumulate: bool) -> Result<Tensor> {
     debug_assert_eq!(values.shape(), &[offsets.len()]);
-    let mut data = x.try_to_vec()?;
-    values.with_data(|v| k::put(&mut data, &offsets, v, accumulate));
+    let mut data = within(op, || x.try_to_vec())?;
+    values.try_with_data(op, |v| {
+        k::put(&mut data, &offsets, v, accumulate);
+        Ok(())
+    })?;
     let out = Tensor::from_parts(data, x.shape());
     Ok(attach(out, &[x, values], || {
         let masks = (!accumulate).then(|| {
@@ -154,7 +157,7 @@ impl Tensor {
         let idx = indices.checked("index_copy", self.shape()[a])?;
         let (outer, d, inner) = split3(self.shape(), a);
         let mut offsets = Vec::with_capacity(src.numel());
-        for o in 0..outer {
+        for o in 0..if src.numel() == 0 { 0 } else { outer } {
             for &j in &idx {
                 offsets.extend((0..inner).map(|i| (o * d + j) * inner + i));
             }

@@ -69,6 +69,6 @@ impl Backward for SteBackward {
     }
 
     fn estimated_work(&self) -> usize {
-        4 * self.x.numel() * self.wq.shape()[0]
+        crate::tensor::work(&[4, self.x.numel(), self.wq.shape()[0]])
     }
 }

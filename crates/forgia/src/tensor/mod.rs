@@ -28,8 +28,8 @@ pub(crate) use random::mix64;
 pub use random::Rng;
 pub(crate) use reduce_plan::ReducePlan;
 pub(crate) use saved::Saved;
-pub(crate) use size::Size;
 pub use size::MAX_WORK;
+pub(crate) use size::{work, Size};
 pub(crate) use storage::Storage;
 pub(crate) use storage::{alloc, buffer, zeroed, Scratch, DEFAULT_BUFFER_CACHE_BYTES};
 pub use storage::{

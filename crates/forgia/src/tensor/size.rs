@@ -18,6 +18,16 @@ use crate::error::{fail, ErrorKind, Result};
 /// it (a 16384 × 4096 by 4096 × 4096 product is 2^38).
 pub const MAX_WORK: u128 = 1 << 40;
 
+/// The product of `factors`, saturating at `usize::MAX`: a work estimate for sizes that may
+/// pair a huge axis with an empty one (`[2^63, 0]` times anything is no work, but `3 · 2^63`
+/// overflows before the zero is reached).
+pub(crate) fn work(factors: &[usize]) -> usize {
+    if factors.contains(&0) {
+        return 0;
+    }
+    factors.iter().fold(1usize, |acc, &f| acc.saturating_mul(f))
+}
+
 /// The checked size of a shape: constructing one proves its span fits in `isize`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Size {
