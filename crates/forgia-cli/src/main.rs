@@ -34,7 +34,7 @@ struct Cli {
 enum Command {
     /// Train a model: mnist (a CNN, the default), words (a character transformer), spirals
     /// (a small MLP) or typos (LoRA fine-tuning of MiniLM on misspelled words).
-    Train(train::TrainArgs),
+    Train(Box<train::TrainArgs>),
     /// Make up words with a words model saved by `forgia train words --save FILE`.
     Sample(sample::SampleArgs),
     /// Test accuracy and confusion matrix of an mnist model saved by

@@ -155,9 +155,13 @@ fn a_short_typos_run_on_a_tiny_model_logs_its_metric_and_saves_adapters_that_loa
     let mut enc = SentenceEncoder::from_dir(&model).unwrap();
     let targets = ["query", "key", "value", "attention.output.dense", "intermediate.dense", "output.dense"];
     assert_eq!(lora::add_lora(&mut enc.bert, &targets, 8, 16.0, &mut Rng::new(0)).unwrap(), 6);
+    // The default run adapts the word-embedding table too (rank 8, alpha 2).
+    enc.bert.word_embeddings.add_lora(8, 2.0, &mut Rng::new(0)).unwrap();
     lora::load_adapters(&mut enc.bert, &adapters).unwrap();
     let b = enc.bert.layers[0].query.lora.as_ref().unwrap().b.to_vec();
     assert!(b.iter().any(|&v| v != 0.0), "two AdamW steps move every lora_B off zero");
+    let a = enc.bert.word_embeddings.lora.as_ref().unwrap().a.to_vec();
+    assert!(a.iter().any(|&v| v != 0.0), "two AdamW steps move the looked-up lora_embedding_A columns off zero");
 }
 
 #[test]

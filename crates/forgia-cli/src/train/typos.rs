@@ -259,6 +259,10 @@ impl TyposJob {
         let mut embedder = Embedder::open(&dir, Some(MAX_TOKENS))?;
         let mut rng = Rng::new(settings.seed ^ 0x10_4a);
         let adapted = lora::add_lora(&mut embedder.encoder.bert, &TARGETS, options.rank, options.alpha, &mut rng)?;
+        if options.embedding_rank > 0 {
+            let table = &mut embedder.encoder.bert.word_embeddings;
+            table.add_lora(options.embedding_rank, options.embedding_alpha, &mut rng)?;
+        }
         lora::freeze_base(&mut embedder.encoder.bert);
         let train = subset(words.train.len(), settings.limit);
         let queries = typos::eval_queries(&words);
@@ -410,8 +414,12 @@ impl Job for TyposJob {
             LossKind::Symmetric => "symmetric",
         };
         let schedule = self.schedule(s);
+        let table = match o.embedding_rank {
+            0 => String::new(),
+            r => format!(" and rank {r} (alpha {}) on the word embeddings", o.embedding_alpha),
+        };
         format!(
-            "typos: {} ({} layers, hidden {}) with LoRA rank {} (alpha {}) on {} linear layers: \
+            "typos: {} ({} layers, hidden {}) with LoRA rank {} (alpha {}) on {} linear layers{table}: \
              {trainable} trainable of {total} parameters, base frozen; {} training / {} held-out words, \
              sequences of at most {MAX_TOKENS} tokens; {loss} in-batch contrastive loss (scale {}), \
              hard negatives: {}, {} typo(s) per word; AdamW lr {} ({} warmup steps, then {}), batch {}, {} epochs of {} steps",

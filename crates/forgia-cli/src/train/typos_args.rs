@@ -79,6 +79,14 @@ pub(crate) struct TyposArgs {
     /// Typos: LoRA alpha (the adapters are scaled by alpha / rank) [default: 2 × rank].
     #[arg(long, value_parser = positive_f32)]
     pub(crate) lora_alpha: Option<f32>,
+    /// Typos: the rank of a LoRA adapter on the word-embedding table, scaled by alpha / this
+    /// rank; 0 leaves the table without one [default: 8].
+    #[arg(long, value_name = "R")]
+    pub(crate) embedding_lora_rank: Option<u64>,
+    /// Typos: alpha of the word-embedding adapter (scaled by alpha / its rank) [default: 0.25 ×
+    /// its rank].
+    #[arg(long, value_parser = positive_f32)]
+    pub(crate) embedding_lora_alpha: Option<f32>,
 }
 
 impl TyposArgs {
@@ -94,6 +102,8 @@ impl TyposArgs {
             (self.typos_per_word.is_some(), "--typos-per-word"),
             (self.lora_rank.is_some(), "--lora-rank"),
             (self.lora_alpha.is_some(), "--lora-alpha"),
+            (self.embedding_lora_rank.is_some(), "--embedding-lora-rank"),
+            (self.embedding_lora_alpha.is_some(), "--embedding-lora-alpha"),
         ]
         .into_iter()
         .find_map(|(set, flag)| set.then_some(flag))
@@ -102,6 +112,7 @@ impl TyposArgs {
     /// The options with the job's defaults in place of unset flags.
     pub(crate) fn resolve(&self) -> TyposOptions {
         let rank = self.lora_rank.map_or(TyposOptions::RANK, |r| r as usize);
+        let embedding_rank = self.embedding_lora_rank.map_or(TyposOptions::EMBEDDING_RANK, |r| r as usize);
         TyposOptions {
             steps_per_epoch: self.steps_per_epoch.map_or(TyposOptions::STEPS_PER_EPOCH, |s| s as usize),
             schedule: self.schedule.unwrap_or(Decay::Linear),
@@ -112,6 +123,8 @@ impl TyposArgs {
             typos_per_word: self.typos_per_word.map_or(1, |k| k as usize),
             rank,
             alpha: self.lora_alpha.unwrap_or(2.0 * rank as f32),
+            embedding_rank,
+            embedding_alpha: self.embedding_lora_alpha.unwrap_or(0.25 * embedding_rank as f32),
         }
     }
 }
@@ -146,6 +159,10 @@ pub(crate) struct TyposOptions {
     pub(crate) rank: usize,
     /// LoRA alpha.
     pub(crate) alpha: f32,
+    /// The rank of the word-embedding table's adapter (0: none).
+    pub(crate) embedding_rank: usize,
+    /// Alpha of the word-embedding adapter.
+    pub(crate) embedding_alpha: f32,
 }
 
 impl TyposOptions {
@@ -157,6 +174,8 @@ impl TyposOptions {
     pub(crate) const SCALE: f32 = 20.0;
     /// Default LoRA rank.
     pub(crate) const RANK: usize = 8;
+    /// Default rank of the word-embedding adapter (0: none).
+    pub(crate) const EMBEDDING_RANK: usize = 8;
     /// Default hard negatives.
     pub(crate) const HARD_NEGATIVES: HardNegatives = HardNegatives::Paired;
 }
@@ -176,6 +195,10 @@ mod tests {
             (Decay::Linear, LossKind::Symmetric, TyposOptions::HARD_NEGATIVES)
         );
         assert_eq!(o.typos_per_word, 1);
+        assert_eq!((o.embedding_rank, o.embedding_alpha), (TyposOptions::EMBEDDING_RANK, 2.0));
+        let off = TyposArgs { embedding_lora_rank: Some(0), ..TyposArgs::default() };
+        assert_eq!(off.first_set(), Some("--embedding-lora-rank"));
+        assert_eq!(off.resolve().embedding_rank, 0);
         let set = TyposArgs { lora_rank: Some(4), scale: Some(30.0), ..TyposArgs::default() };
         assert_eq!(set.first_set(), Some("--scale"));
         let o = set.resolve();

@@ -1,6 +1,9 @@
 //! LoRA (low-rank adaptation, PEFT's conventions): adapters on chosen [`Dense`] layers, the
 //! base weights frozen as constants, adapters saved and loaded apart from the base model, and
-//! merged into the base for inference.
+//! merged into the base for inference. An embedding table takes one too
+//! ([`crate::nn::Embedding::add_lora`], PEFT's `lora_embedding_A` / `lora_embedding_B`): the
+//! functions here freeze, save and load it with the others; it merges with
+//! [`crate::nn::Embedding::merge_lora`].
 //!
 //! ```
 //! use forgia::models::bert::{BertConfig, BertModel};
@@ -31,9 +34,13 @@ use crate::tensor::Rng;
 /// The prefix PEFT gives adapter names in `adapter_model.safetensors`.
 pub const PEFT_PREFIX: &str = "base_model.model.";
 
-/// True for an adapter parameter's name (`….lora_A.weight`, `….lora_B.weight`).
+/// True for an adapter parameter's name (`….lora_A.weight`, `….lora_B.weight`, and an
+/// embedding's `….lora_embedding_A`, `….lora_embedding_B`).
 pub fn is_adapter(name: &str) -> bool {
-    name.contains("lora_A.") || name.contains("lora_B.")
+    name.contains("lora_A.")
+        || name.contains("lora_B.")
+        || name.ends_with("lora_embedding_A")
+        || name.ends_with("lora_embedding_B")
 }
 
 /// Adds a fresh adapter (rank `rank`, scaling `alpha / rank`) to every [`Dense`] layer whose

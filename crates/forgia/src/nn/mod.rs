@@ -42,7 +42,7 @@ pub use activation::{Elu, Glu, Hardsigmoid, Hardswish, LogSigmoid, Mish, PRelu, 
 pub use attention::MultiHeadAttention;
 pub use conv::Conv2d;
 pub use dropout::Dropout;
-pub use embedding::Embedding;
+pub use embedding::{Embedding, EmbeddingLora};
 pub use gated::SwiGluFeedForward;
 pub use linear::Linear;
 pub use norm::{BatchNorm2d, LayerNorm, RmsNorm};
