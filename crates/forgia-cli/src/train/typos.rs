@@ -5,7 +5,8 @@
 //! * Data ([`crate::data::typos`]): the shipped word list, a fixed split of held-out words,
 //!   and a fresh seeded typo (insert, delete, swap, replace) of every training word of a step.
 //! * Model: the pretrained encoder, frozen (every base weight a constant), with LoRA adapters
-//!   (`--lora-rank`, `--lora-alpha`) on every linear layer of the encoder ([`TARGETS`]); words
+//!   (`--lora-rank`, `--lora-alpha`) on every linear layer of the encoder ([`TARGETS`]) and
+//!   on the word-embedding table (`--embedding-lora-rank`, `--embedding-lora-alpha`); words
 //!   are short, so sequences are cut at [`MAX_TOKENS`] tokens. A step's texts are embedded in
 //!   groups of equal token length ([`length_groups`]), so that little compute goes to padding.
 //! * Loss: in-batch contrastive (sentence-transformers' `MultipleNegativesRankingLoss`, or its

@@ -84,8 +84,8 @@ impl Embedding {
     /// The rows of `ids`: shape `ids.shape() + [dim]`.
     ///
     /// Backward: `gW = zeros.index_add(0, ids, gy)`; with an adapter, the rows gain
-    /// `scaling · Aᵀ[ids] Bᵀ`, adding `gB = scaling · gyᵀ Aᵀ[ids]` and the scatter of
-    /// `scaling · gy B` into the columns `ids` of `gA`.
+    /// `scaling · A[:, ids]ᵀ Bᵀ`, adding `gB = scaling · gyᵀ A[:, ids]ᵀ` and the scatter of
+    /// `scaling · (gy B)ᵀ` into the columns `ids` of `gA`.
     ///
     /// # Errors
     /// `IndexOutOfRange` for an id outside `0..num_embeddings`.
@@ -95,8 +95,12 @@ impl Embedding {
             let rows = self.weight.index_select(0, &flat)?;
             let rows = match &self.lora {
                 None => rows,
+                // Only the columns of A that `ids` name are gathered (`[r, n]`, not a transposed
+                // copy of the whole `[r, num_embeddings]` table), so the lookup and its scatter
+                // cost O(r·n) plus one zeroed gradient table per call.
                 Some(l) => {
-                    rows.add(&l.a.transpose(0, 1)?.index_select(0, &flat)?.scale(l.scaling).linear(&l.b, None)?)?
+                    let picked = l.a.index_select(1, &flat)?.transpose(0, 1)?;
+                    rows.add(&picked.scale(l.scaling).linear(&l.b, None)?)?
                 }
             };
             let mut shape = ids.shape().to_vec();
