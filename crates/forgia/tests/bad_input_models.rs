@@ -1,5 +1,8 @@
 //! Bad input to the pretrained architectures: each is an `Err` of a named kind, never a panic.
 
+mod common;
+
+use common::small_bert;
 use forgia::io::HfConfig;
 use forgia::models::bert::{BertConfig, BertModel};
 use forgia::models::gpt2::{Gpt2Config, Gpt2LMHeadModel};
@@ -8,19 +11,6 @@ use forgia::models::resnet::{ResNetConfig, ResNetForImageClassification};
 use forgia::models::sentence::Pooling;
 use forgia::models::{causal_lm_loss, lora, Activation};
 use forgia::{ErrorKind, Indices, Rng, Tensor};
-
-fn small_bert() -> BertModel {
-    let c = BertConfig {
-        vocab_size: 20,
-        hidden_size: 8,
-        num_hidden_layers: 1,
-        num_attention_heads: 2,
-        intermediate_size: 16,
-        max_position_embeddings: 6,
-        ..BertConfig::default()
-    };
-    BertModel::new(c, &mut Rng::new(0)).unwrap()
-}
 
 fn ids(data: Vec<i64>, shape: &[usize]) -> Indices {
     Indices::new(data, shape).unwrap()

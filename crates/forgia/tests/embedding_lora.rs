@@ -2,28 +2,12 @@
 //! adapter changes nothing, its gradients pass gradcheck, it is frozen-base aware, saved and
 //! loaded apart from the base under PEFT's names, and merged into the table.
 
-use forgia::models::bert::{BertConfig, BertModel};
+mod common;
+
+use common::{lcg, small_bert};
 use forgia::models::lora;
 use forgia::nn::{Embedding, EmbeddingLora, Module};
 use forgia::{gradcheck, GradcheckOptions, Indices, Rng, Tensor};
-
-fn lcg(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
-    (0..n).map(|_| (rng.next_u64() % 2001) as f32 / 1000.0 - 1.0).map(|v| v * scale).collect()
-}
-
-fn small_bert() -> BertModel {
-    let c = BertConfig {
-        vocab_size: 20,
-        hidden_size: 8,
-        num_hidden_layers: 1,
-        num_attention_heads: 2,
-        intermediate_size: 16,
-        max_position_embeddings: 6,
-        ..BertConfig::default()
-    };
-    BertModel::new(c, &mut Rng::new(0)).unwrap()
-}
 
 #[test]
 fn a_fresh_embedding_adapter_changes_no_row() {

@@ -44,3 +44,17 @@ pub fn check(f: impl Fn(&[Tensor]) -> Result<Tensor>, xs: &[Tensor], what: &str)
     let report = gradcheck(f, xs, GradcheckOptions::default()).unwrap();
     assert!(report.passed(), "{what}: {:?}", report.first_mismatch);
 }
+
+/// A one-layer BERT (vocabulary 20, hidden 8, 2 heads, 6 positions) from `Rng::new(0)`.
+pub fn small_bert() -> forgia::models::bert::BertModel {
+    let c = forgia::models::bert::BertConfig {
+        vocab_size: 20,
+        hidden_size: 8,
+        num_hidden_layers: 1,
+        num_attention_heads: 2,
+        intermediate_size: 16,
+        max_position_embeddings: 6,
+        ..forgia::models::bert::BertConfig::default()
+    };
+    forgia::models::bert::BertModel::new(c, &mut Rng::new(0)).unwrap()
+}
