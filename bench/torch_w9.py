@@ -6,6 +6,7 @@ query and value layer over a frozen base (lora_ms, the headline), and fully trai
 Prints one line in the format of `forgia bench`.
 
 Usage: /work/.venv-torch/bin/python bench/torch_w9.py [--threads N] [--reps R] [--sizes B,S]
+Needs torch and transformers (`.venv/bin/pip install torch==2.15.0 transformers`).
 """
 import argparse
 import statistics
