@@ -6,8 +6,11 @@
 //! The bias, added per channel and summed out of the gradient, is in `conv/bias.rs`.
 //!
 //! A forward with a single input channel runs the direct kernel of `conv/direct.rs` instead
-//! (an im2col of `kh·kw` rows makes a GEMM with an inner size of 25); "same" convolutions
-//! unfold and fold each kernel tap as one contiguous run ([`im2col`], [`col2im`]).
+//! (an im2col of `kh·kw` rows makes a GEMM with an inner size of 25). The column matrix
+//! ([`im2col`], [`col2im`]) is in `conv/cols.rs`; its rows are padded to whole vectors where
+//! the pixel count is not a multiple of 8 ([`ConvGeom::ld`]), and the weight gradient of a
+//! unit-stride convolution unfolds its image pixel-major instead (`conv/rows.rs`), so that the
+//! `gemm` crate reads every large operand in place rather than copying it first.
 //!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
 //! the batch is cut into [`ConvGeom::parts`] slices that run in parallel, each with its own
@@ -16,10 +19,13 @@
 use rayon::prelude::*;
 
 mod bias;
+mod cols;
 mod direct;
+mod rows;
 
 use bias::add_channel_bias;
 pub(crate) use bias::channel_sum;
+use cols::{col2im, im2col};
 
 use super::gemm::{gemm, MatRef};
 use super::split_len;
@@ -77,12 +83,30 @@ impl ConvGeom {
     fn parallel(&self) -> bool {
         self.n > 1 && self.macs() >= parallel::PARALLEL_GEMM_WORK
     }
-    /// One sample's scratch: its column matrix `[C·kh·kw, OH·OW]` (none for a pointwise
-    /// convolution), or the direct kernel's padded plane where that is larger.
+    /// The row stride of a column matrix: `OH·OW` rounded up to a whole number of 8-float
+    /// vectors. The `gemm` crate copies ("packs") an operand whose rows it cannot read as
+    /// whole vectors in place; with this stride it reads the columns and the output where they
+    /// are (8% faster on the main job's 14x14 planes, `docs/BENCHMARKS.md`).
+    fn ld(&self) -> usize {
+        self.ohw().next_multiple_of(8)
+    }
+    /// True when the products run on a column matrix with padded rows (the pixel count is not
+    /// a multiple of 8), through a padded copy of the product's pixel-side operand or result.
+    fn padded(&self) -> bool {
+        !self.is_pointwise() && self.ld() != self.ohw()
+    }
+    /// One sample's scratch: its column matrix `[C·kh·kw, ld]` (none for a pointwise
+    /// convolution) plus, for padded rows, one group's `[O/groups, ld]` block; or the direct
+    /// kernel's padded plane, or the weight gradient's pixel-major unfold (`conv/rows.rs`),
+    /// where that is larger.
     fn unfold_len(&self) -> usize {
-        let cols =
-            if self.is_pointwise() { 0 } else { self.c.saturating_mul(self.k.0 * self.k.1).saturating_mul(self.ohw()) };
-        cols.max(direct::scratch_len(self))
+        let cols = if self.is_pointwise() {
+            0
+        } else {
+            let block = if self.padded() { self.og().saturating_mul(self.ld()) } else { 0 };
+            self.c.saturating_mul(self.k.0 * self.k.1).saturating_mul(self.ld()).saturating_add(block)
+        };
+        cols.max(direct::scratch_len(self)).max(rows::scratch_len(self))
     }
     /// The batch slices a call runs in parallel: one per worker thread for a big
     /// convolution, else 1.
@@ -108,174 +132,6 @@ impl ConvGeom {
 pub(crate) struct ConvScratch<'a> {
     pub(crate) parts: usize,
     pub(crate) buf: &'a mut [f32],
-}
-
-/// Output positions `lo..hi` whose input index `o * stride + shift` falls inside `0..len`.
-fn valid_range(out_len: usize, stride: usize, shift: isize, len: usize) -> (usize, usize) {
-    let s = stride as isize;
-    let lo = if shift < 0 { ((-shift + s - 1) / s) as usize } else { 0 };
-    let hi = ((len as isize - shift + s - 1) / s).max(0) as usize;
-    let hi = hi.min(out_len);
-    (lo.min(hi), hi)
-}
-
-/// The output rows `r0..r1` that read an input row at kernel row `ki`, and that row's shift
-/// (`ih = oh * stride + shift`).
-fn row_range(g: &ConvGeom, ki: usize) -> (usize, usize, isize) {
-    let shift = (ki * g.dil.0) as isize - g.pad.0 as isize;
-    let (r0, r1) = valid_range(g.oh, g.stride.0, shift, g.h);
-    (r0, r1, shift)
-}
-
-/// True when output rows are as long as input rows and both strides are 1 (a "same"
-/// convolution such as 5x5 with padding 2): the valid output rows of one kernel tap then read
-/// one contiguous run of the input plane, so a tap's column row is one copy (or one add)
-/// plus a fix-up of the `|shift|` elements per row that fall off the edges.
-fn flat(g: &ConvGeom) -> bool {
-    g.stride == (1, 1) && g.ow == g.w
-}
-
-/// Zeroes columns `..lo` and `hi..` of every row of `rows` (`ow` floats each): a column at
-/// a time, since a `fill` per row is a call into `memset` for one or two floats.
-#[inline(always)]
-fn zero_edges(rows: &mut [f32], ow: usize, lo: usize, hi: usize) {
-    for j in (0..lo).chain(hi..ow) {
-        for v in rows.iter_mut().skip(j).step_by(ow) {
-            *v = 0.0;
-        }
-    }
-}
-
-/// Unfolds one image `[C, H, W]` into columns `[C*kh*kw, OH*OW]` (zeros where padded).
-pub(crate) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32]) {
-    let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
-    for c in 0..g.c {
-        let plane = &x[c * hw..(c + 1) * hw];
-        for ki in 0..g.k.0 {
-            let (r0, r1, shift_h) = row_range(g, ki);
-            for kj in 0..g.k.1 {
-                let row_idx = (c * g.k.0 + ki) * g.k.1 + kj;
-                let row = &mut cols[row_idx * ohw..(row_idx + 1) * ohw];
-                let shift_w = (kj * g.dil.1) as isize - g.pad.1 as isize;
-                let (lo, hi) = valid_range(ow, g.stride.1, shift_w, g.w);
-                row[..r0 * ow].fill(0.0);
-                row[r1 * ow..].fill(0.0);
-                if r1 == r0 {
-                    continue;
-                }
-                if flat(g) {
-                    // dst[(r - r0) * w + j] = plane[(r + shift_h) * w + j + shift_w]: one run,
-                    // clipped to the plane; the elements outside lo..hi are then zeroed.
-                    let dst = &mut row[r0 * ow..r1 * ow];
-                    let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
-                    let (s0, s1) = (start.max(0), (start + dst.len() as isize).min(hw as isize));
-                    if s1 > s0 {
-                        let d0 = (s0 - start) as usize;
-                        dst[d0..d0 + (s1 - s0) as usize].copy_from_slice(&plane[s0 as usize..s1 as usize]);
-                    }
-                    zero_edges(dst, ow, lo, hi);
-                    continue;
-                }
-                for oh in r0..r1 {
-                    let dst = &mut row[oh * ow..(oh + 1) * ow];
-                    let ih = (oh as isize * g.stride.0 as isize + shift_h) as usize;
-                    let src = &plane[ih * g.w..(ih + 1) * g.w];
-                    dst[..lo].fill(0.0);
-                    dst[hi..].fill(0.0);
-                    if g.stride.1 == 1 {
-                        let s0 = (lo as isize + shift_w) as usize;
-                        copy_short(&mut dst[lo..hi], &src[s0..s0 + hi - lo]);
-                    } else {
-                        for o in lo..hi {
-                            dst[o] = src[(o as isize * g.stride.1 as isize + shift_w) as usize];
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `dst.copy_from_slice(src)` for the short rows of an image (a dozen floats, where a call
-/// into `memcpy` costs more than the copy): whole 8-float blocks, the last one overlapping.
-#[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
-    const B: usize = 8;
-    let n = dst.len();
-    if n < B {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let mut i = 0;
-    while i + B < n {
-        dst[i..i + B].copy_from_slice(&src[i..i + B]);
-        i += B;
-    }
-    dst[n - B..].copy_from_slice(&src[n - B..n]);
-}
-
-/// `dst[i] += src[i]`, vectorized.
-#[inline(always)]
-fn add_into(dst: &mut [f32], src: &[f32]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d += *s;
-    }
-}
-
-/// Folds columns `[C*kh*kw, OH*OW]` back into an image `[C, H, W]`, adding overlaps (the
-/// adjoint of [`im2col`]). `x` must be zeroed by the caller. The columns that fall into the
-/// padding are set to zero on the way (`cols` is the caller's scratch).
-pub(crate) fn col2im(g: &ConvGeom, cols: &mut [f32], x: &mut [f32]) {
-    super::simd::vectorized(
-        #[inline(always)]
-        || col2im_inner(g, cols, x),
-    )
-}
-
-#[inline(always)]
-fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32]) {
-    let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
-    for c in 0..g.c {
-        let plane = &mut x[c * hw..(c + 1) * hw];
-        for ki in 0..g.k.0 {
-            let (r0, r1, shift_h) = row_range(g, ki);
-            if r1 == r0 {
-                continue;
-            }
-            for kj in 0..g.k.1 {
-                let row_idx = (c * g.k.0 + ki) * g.k.1 + kj;
-                let row = &mut cols[row_idx * ohw..(row_idx + 1) * ohw];
-                let shift_w = (kj * g.dil.1) as isize - g.pad.1 as isize;
-                let (lo, hi) = valid_range(ow, g.stride.1, shift_w, g.w);
-                if flat(g) {
-                    // The adjoint of im2col's single run: zero what reads the padding, then
-                    // add the whole run (clipped to the plane) in one pass.
-                    let src = &mut row[r0 * ow..r1 * ow];
-                    zero_edges(src, ow, lo, hi);
-                    let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
-                    let (s0, s1) = (start.max(0), (start + src.len() as isize).min(hw as isize));
-                    if s1 > s0 {
-                        let d0 = (s0 - start) as usize;
-                        add_into(&mut plane[s0 as usize..s1 as usize], &src[d0..d0 + (s1 - s0) as usize]);
-                    }
-                    continue;
-                }
-                for oh in r0..r1 {
-                    let ih = (oh as isize * g.stride.0 as isize + shift_h) as usize;
-                    let src = &row[oh * ow..(oh + 1) * ow];
-                    let dst = &mut plane[ih * g.w..(ih + 1) * g.w];
-                    if g.stride.1 == 1 {
-                        let s0 = (lo as isize + shift_w) as usize;
-                        add_into(&mut dst[s0..s0 + hi - lo], &src[lo..hi]);
-                    } else {
-                        for o in lo..hi {
-                            dst[(o as isize * g.stride.1 as isize + shift_w) as usize] += src[o];
-                        }
-                    }
-                }
-            }
-        }
-    }
 }
 
 fn packed(data: &[f32], offset: usize, row_stride: usize) -> MatRef<'_> {
@@ -337,15 +193,30 @@ pub(crate) fn forward(
         if direct::applies(g) {
             return direct::forward_sample(g, xn, w, bias, yn, &mut cols[..direct::scratch_len(g)]);
         }
-        let src: &[f32] = if g.is_pointwise() {
-            xn
+        if g.padded() {
+            // Each group's product into a padded block, then its rows into place.
+            let ld = g.ld();
+            let (cols, block) = cols.split_at_mut(g.c * g.k.0 * g.k.1 * ld);
+            let block = &mut block[..og * ld];
+            im2col(g, xn, cols, ld);
+            for grp in 0..g.groups {
+                gemm(og, ld, kg, packed(w, grp * og * kg, kg), packed(cols, grp * kg * ld, ld), block, false, 1.0);
+                let dst = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact_mut(ohw);
+                for (dst, src) in dst.zip(block.chunks_exact(ld)) {
+                    dst.copy_from_slice(&src[..ohw]);
+                }
+            }
         } else {
-            im2col(g, xn, cols);
-            cols
-        };
-        for grp in 0..g.groups {
-            let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
-            gemm(og, ohw, kg, packed(w, grp * og * kg, kg), packed(src, grp * kg * ohw, ohw), c, false, 1.0);
+            let src: &[f32] = if g.is_pointwise() {
+                xn
+            } else {
+                im2col(g, xn, cols, ohw);
+                cols
+            };
+            for grp in 0..g.groups {
+                let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
+                gemm(og, ohw, kg, packed(w, grp * og * kg, kg), packed(src, grp * kg * ohw, ohw), c, false, 1.0);
+            }
         }
         if let Some(b) = bias {
             add_channel_bias(yn, b, ohw); // while the sample's output is in cache
@@ -370,14 +241,33 @@ pub(crate) fn backward_data(
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
         let yn = &y[n * cl..(n + 1) * cl];
-        let dst: &mut [f32] = if g.is_pointwise() { xn } else { &mut *cols };
-        for grp in 0..g.groups {
-            let c = &mut dst[grp * kg * ohw..(grp + 1) * kg * ohw];
-            gemm(kg, ohw, og, transposed(w, grp * og * kg, kg), packed(yn, grp * og * ohw, ohw), c, false, 1.0);
-        }
-        if !g.is_pointwise() {
+        if g.padded() {
+            // Each group's gradient block copied into padded rows (zeros after each), then
+            // the product into the padded column matrix.
+            let ld = g.ld();
+            let (cols, block) = cols.split_at_mut(g.c * g.k.0 * g.k.1 * ld);
+            let block = &mut block[..og * ld];
+            for grp in 0..g.groups {
+                let src = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact(ohw);
+                for (dst, src) in block.chunks_exact_mut(ld).zip(src) {
+                    dst[..ohw].copy_from_slice(src);
+                    dst[ohw..].fill(0.0);
+                }
+                let c = &mut cols[grp * kg * ld..(grp + 1) * kg * ld];
+                gemm(kg, ld, og, transposed(w, grp * og * kg, kg), packed(block, 0, ld), c, false, 1.0);
+            }
             xn.fill(0.0);
-            col2im(g, cols, xn);
+            col2im(g, cols, xn, ld);
+        } else {
+            let dst: &mut [f32] = if g.is_pointwise() { xn } else { &mut *cols };
+            for grp in 0..g.groups {
+                let c = &mut dst[grp * kg * ohw..(grp + 1) * kg * ohw];
+                gemm(kg, ohw, og, transposed(w, grp * og * kg, kg), packed(yn, grp * og * ohw, ohw), c, false, 1.0);
+            }
+            if !g.is_pointwise() {
+                xn.fill(0.0);
+                col2im(g, cols, xn, ohw);
+            }
         }
         if let Some(b) = bias {
             add_channel_bias(xn, b, g.h * g.w);
@@ -401,10 +291,23 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
         for n in p * per..((p + 1) * per).min(g.n) {
             let xn = &x[n * il..(n + 1) * il];
+            if !g.is_pointwise() && rows::applies(g) {
+                // gw += gy · R with R = the pixel-major unfold `[OH·OW, C·kh·kw]`.
+                let ld = rows::ld(g);
+                let (r, xp) = cols.split_at_mut(ohw * ld);
+                rows::unfold(g, xn, r, xp);
+                let yn = &y[n * cl..(n + 1) * cl];
+                for grp in 0..g.groups {
+                    let c = &mut gw[grp * og * kg..(grp + 1) * og * kg];
+                    let a = packed(yn, grp * og * ohw, ohw);
+                    gemm(og, kg, ohw, a, packed(r, grp * kg, ld), c, n > p * per, 1.0);
+                }
+                continue;
+            }
             let src: &[f32] = if g.is_pointwise() {
                 xn
             } else {
-                im2col(g, xn, cols);
+                im2col(g, xn, cols, ohw);
                 cols
             };
             let yn = &y[n * cl..(n + 1) * cl];
@@ -540,12 +443,27 @@ mod tests {
             let x: Vec<f32> = (0..g.image_len()).map(|v| (v % 11) as f32 - 5.0).collect();
             // Stale values in the scratch must not leak through.
             let mut cols = vec![f32::NAN; g.kg() * g.ohw()];
-            im2col(g, &x, &mut cols);
+            im2col(g, &x, &mut cols, g.ohw());
             assert_eq!(cols, naive_im2col(g, &x), "case {i}: {g:?}");
+            // With padded rows: the same rows, then zeros.
+            let ld = g.ohw() + 3;
+            let mut wide = vec![f32::NAN; g.kg() * ld];
+            im2col(g, &x, &mut wide, ld);
+            for (r, row) in wide.chunks_exact(ld).enumerate() {
+                assert_eq!(row[..g.ohw()], cols[r * g.ohw()..(r + 1) * g.ohw()], "case {i}: padded row {r}");
+                assert!(row[g.ohw()..].iter().all(|&v| v == 0.0), "case {i}: padded row {r}'s tail");
+            }
             // <im2col(x), y> = <x, col2im(y)> with small integers: exact in any order.
             let y: Vec<f32> = (0..cols.len()).map(|v| (v % 7) as f32 - 3.0).collect();
             let mut back = vec![0.0; x.len()];
-            col2im(g, &mut y.clone(), &mut back);
+            col2im(g, &mut y.clone(), &mut back, g.ohw());
+            let mut padded_y = vec![f32::NAN; wide.len()];
+            for (dst, src) in padded_y.chunks_exact_mut(ld).zip(y.chunks_exact(g.ohw())) {
+                dst[..g.ohw()].copy_from_slice(src);
+            }
+            let mut padded_back = vec![0.0; x.len()];
+            col2im(g, &mut padded_y, &mut padded_back, ld);
+            assert_eq!(padded_back, back, "case {i}: col2im of padded rows");
             let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
             // Each pixel's gradient by the definition: the sum of the columns that read it.
             let mut want = vec![0.0; x.len()];
@@ -580,12 +498,89 @@ mod tests {
         let x: Vec<f32> = (0..g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
         let y: Vec<f32> = (0..g.c * 6 * g.ohw()).map(|i| (i % 5) as f32 - 2.0).collect();
         let mut cols = vec![0.0; y.len()];
-        im2col(&g, &x, &mut cols);
+        im2col(&g, &x, &mut cols, g.ohw());
         let mut back = vec![0.0; x.len()];
-        col2im(&g, &mut y.clone(), &mut back);
+        col2im(&g, &mut y.clone(), &mut back, g.ohw());
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
         assert_eq!(lhs, rhs);
+    }
+
+    /// `<a, b>` in f64 (exact for the small integers of the tests below).
+    fn dot(a: &[f32], b: &[f32]) -> f64 {
+        a.iter().zip(b).map(|(&a, &b)| a as f64 * b as f64).sum()
+    }
+
+    #[test]
+    fn products_on_padded_rows_match_the_definition_and_each_other_s_adjoints() {
+        // Pixel counts that are not a multiple of 8 (14x14 = 196 is the main job's second
+        // layer), with groups and a stride; then one that is (no padded rows).
+        let cases = [
+            ConvGeom {
+                n: 3,
+                c: 4,
+                h: 14,
+                w: 14,
+                o: 6,
+                oh: 14,
+                ow: 14,
+                k: (5, 5),
+                stride: (1, 1),
+                pad: (2, 2),
+                dil: (1, 1),
+                groups: 2,
+            },
+            ConvGeom {
+                n: 2,
+                c: 3,
+                h: 7,
+                w: 5,
+                o: 2,
+                oh: 4,
+                ow: 3,
+                k: (3, 3),
+                stride: (2, 2),
+                pad: (1, 1),
+                dil: (1, 1),
+                groups: 1,
+            },
+            ConvGeom {
+                n: 2,
+                c: 2,
+                h: 4,
+                w: 4,
+                o: 3,
+                oh: 4,
+                ow: 4,
+                k: (3, 3),
+                stride: (1, 1),
+                pad: (1, 1),
+                dil: (1, 1),
+                groups: 1,
+            },
+        ];
+        for (i, g) in cases.iter().enumerate() {
+            assert_eq!(g.padded(), i < 2, "case {i}");
+            let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
+            let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+            let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+            for parts in [1, 2] {
+                let mut buf = vec![f32::NAN; g.scratch_len(parts, true)];
+                let mut y = vec![f32::NAN; g.n * g.cols_len()];
+                forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
+                assert_eq!(y, naive_forward(g, &x, &w, &b), "case {i}, {parts} parts: forward");
+                // Without the bias, forward is linear in x and in w: <y, gy> = <x, gx> = <w, gw>.
+                let mut y = vec![f32::NAN; g.n * g.cols_len()];
+                forward(g, &x, &w, None, &mut y, ConvScratch { parts, buf: &mut buf });
+                let mut gx = vec![f32::NAN; x.len()];
+                backward_data(g, &gy, &w, None, &mut gx, ConvScratch { parts, buf: &mut buf });
+                let mut gw = vec![0.0; w.len()];
+                backward_weight(g, &x, &gy, &mut gw, ConvScratch { parts, buf: &mut buf });
+                assert_eq!(dot(&y, &gy), dot(&x, &gx), "case {i}, {parts} parts: data gradient");
+                assert_eq!(dot(&y, &gy), dot(&w, &gw), "case {i}, {parts} parts: weight gradient");
+            }
+        }
     }
 
     #[test]

@@ -30,10 +30,19 @@ pub(crate) fn gather(op: &'static str, src: &[f32], layout: &Layout) -> Result<V
         parallel::install(|| {
             out.par_chunks_mut(rows_per_chunk * inner).enumerate().for_each(|(c, chunk)| {
                 for (r, row) in chunk.chunks_mut(inner).enumerate() {
-                    let mut off = offset_of(layout, (c * rows_per_chunk + r) * inner) as isize;
-                    for v in row {
-                        *v = src[off as usize];
-                        off += stride;
+                    let off = offset_of(layout, (c * rows_per_chunk + r) * inner);
+                    // A broadcast row (what a sum's gradient expands to) is one value, a
+                    // packed row one run; only other strides go element by element.
+                    match stride {
+                        0 => row.fill(src[off]),
+                        1 => row.copy_from_slice(&src[off..off + row.len()]),
+                        _ => {
+                            let mut off = off as isize;
+                            for v in row {
+                                *v = src[off as usize];
+                                off += stride;
+                            }
+                        }
                     }
                 }
             })

@@ -1,8 +1,9 @@
-//! The 2x2, stride-2, unpadded max-pool forward (every CNN's pooling, the main job's two):
-//! 16 windows at a time with AVX-512, 8 with AVX2, the rest scalar. All tiers visit each
-//! window's four taps in the same order with the same rule as the general loop (take a tap
-//! when it is greater than the running maximum or NaN), so values and argmax indices are the
-//! same bit for bit: max is exact, and ties keep the first maximum.
+//! The 2x2, stride-2, unpadded max-pool (every CNN's pooling, the main job's two), forward and
+//! backward: 16 windows at a time with AVX-512, 8 with AVX2 (a partial group under lane masks
+//! in both), scalar elsewhere. All tiers visit each window's four taps in the same order with
+//! the same rule as the general loop (take a tap when it is greater than the running maximum
+//! or NaN), so values and argmax indices are the same bit for bit: max is exact, and ties keep
+//! the first maximum.
 
 /// Which code runs the windows (chosen once per call from the CPU's features).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +129,21 @@ unsafe fn row_avx512(r0: &[f32], r1: &[f32], base: u32, y: &mut [f32], arg: &mut
     n
 }
 
-/// Whole groups of 8 windows of [`row`] with AVX2; returns how many windows it wrote.
+/// The lane mask of the first `count` of 8 lanes (`count <= 8`): all ones in those lanes.
+///
+/// # Safety
+/// AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn first_lanes(count: usize) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+}
+
+/// Every window of [`row`] with AVX2, 8 at a time; the last, partial group (and a row shorter
+/// than 8 windows, such as the 7 of a 14x14 plane) under lane masks, so no window is left to
+/// the scalar loop. Returns how many windows it wrote (all of them).
 ///
 /// # Safety
 /// As [`row_avx512`], with AVX2 instead of AVX-512F.
@@ -136,49 +151,61 @@ unsafe fn row_avx512(r0: &[f32], r1: &[f32], base: u32, y: &mut [f32], arg: &mut
 #[target_feature(enable = "avx2")]
 unsafe fn row_avx2(r0: &[f32], r1: &[f32], base: u32, y: &mut [f32], arg: &mut [u32]) -> usize {
     use std::arch::x86_64::*;
-    /// The even (`IMM = 0b10_00_10_00`) or odd (`0b11_01_11_01`) floats of the 16 at `p`, in
-    /// order.
-    ///
-    /// # Safety
-    /// AVX2, and 16 readable floats at `p`.
+    /// The even (`IMM = 0b10_00_10_00`) or odd (`0b11_01_11_01`) floats of the 16 in `lo`,
+    /// `hi`, in order.
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn split<const IMM: i32>(p: *const f32) -> __m256 {
-        // SAFETY: the caller hands 16 readable floats at `p`.
-        let (lo, hi) = unsafe { (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))) };
+    fn split<const IMM: i32>(lo: __m256, hi: __m256) -> __m256 {
         // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6], then the 64-bit lanes in the order 0, 2, 1, 3.
         let s = _mm256_shuffle_ps::<IMM>(lo, hi);
         _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(s)))
     }
-    let w = r0.len();
-    let groups = y.len() / 8;
+    let (w, n) = (r0.len(), y.len());
     let even = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
     let (one, below) = (_mm256_set1_epi32(1), _mm256_set1_epi32(w as i32));
-    for gi in 0..groups {
-        let c = 16 * gi;
-        // SAFETY: `c + 16 <= 2 * y.len() <= w` floats of both rows; 8 outputs from `8 * gi`.
+    let mut j0 = 0;
+    while j0 < n {
+        // `r` windows read the 2r floats from column c of both rows: 8 (or fewer) in the
+        // first register, the rest in the second.
+        let (r, c) = ((n - j0).min(8), 2 * j0);
+        // SAFETY: a full group reads floats c .. c + 16 <= 2n <= w of both rows; a partial one
+        // reads only its unmasked lanes, floats c .. c + 2r, inside the rows as well (a masked
+        // load does not touch masked-off lanes). The stores write windows j0 .. j0 + r of `y`
+        // and `arg`, inside them.
         unsafe {
-            let (p0, p1) = (r0.as_ptr().add(c), r1.as_ptr().add(c));
-            let taps = [
-                split::<0b10_00_10_00>(p0),
-                split::<0b11_01_11_01>(p0),
-                split::<0b10_00_10_00>(p1),
-                split::<0b11_01_11_01>(p1),
-            ];
+            let (m0, m1) = (first_lanes((2 * r).min(8)), first_lanes((2 * r).saturating_sub(8)));
+            let load = |row: &[f32]| {
+                let p = row.as_ptr().add(c);
+                let (lo, hi) = if r == 8 {
+                    (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)))
+                } else {
+                    (_mm256_maskload_ps(p, m0), _mm256_maskload_ps(p.add(8), m1))
+                };
+                (split::<0b10_00_10_00>(lo, hi), split::<0b11_01_11_01>(lo, hi))
+            };
+            let ((e0, o0), (e1, o1)) = (load(r0), load(r1));
             let first = _mm256_add_epi32(_mm256_set1_epi32((base as usize + c) as i32), even);
             let at = [_mm256_add_epi32(first, one), _mm256_add_epi32(first, below)];
             let at = [at[0], at[1], _mm256_add_epi32(at[1], one)];
-            let (mut m, mut a) = (taps[0], _mm256_castsi256_ps(first));
-            for (v, at) in taps[1..].iter().zip(at) {
-                let take = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(*v, m), _mm256_cmp_ps::<_CMP_UNORD_Q>(*v, *v));
-                m = _mm256_blendv_ps(m, *v, take);
+            let (mut m, mut a) = (e0, _mm256_castsi256_ps(first));
+            for (v, at) in [o0, e1, o1].into_iter().zip(at) {
+                let take = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, m), _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+                m = _mm256_blendv_ps(m, v, take);
                 a = _mm256_blendv_ps(a, _mm256_castsi256_ps(at), take);
             }
-            _mm256_storeu_ps(y.as_mut_ptr().add(8 * gi), m);
-            _mm256_storeu_si256(arg.as_mut_ptr().add(8 * gi).cast(), _mm256_castps_si256(a));
+            let (py, pa) = (y.as_mut_ptr().add(j0), arg.as_mut_ptr().add(j0).cast::<i32>());
+            if r == 8 {
+                _mm256_storeu_ps(py, m);
+                _mm256_storeu_si256(pa.cast(), _mm256_castps_si256(a));
+            } else {
+                let mask = first_lanes(r);
+                _mm256_maskstore_ps(py, mask, m);
+                _mm256_maskstore_epi32(pa, mask, _mm256_castps_si256(a));
+            }
         }
+        j0 += r;
     }
-    8 * groups
+    n
 }
 
 /// The backward of one output row: writes the two input rows `g0`, `g1` (each `w` floats,
@@ -192,7 +219,9 @@ pub(super) fn backward_row(tier: Tier, gy: &[f32], arg: &[u32], base: u32, g0: &
     let done = match tier {
         // SAFETY: `detect` saw AVX-512F; the sizes were checked just above.
         Tier::Avx512 => unsafe { backward_row_avx512(gy, arg, base, g0, g1) },
-        Tier::Avx2 | Tier::Scalar => 0,
+        // SAFETY: `detect` saw AVX2; the sizes were checked just above.
+        Tier::Avx2 => unsafe { backward_row_avx2(gy, arg, base, g0, g1) },
+        Tier::Scalar => 0,
     };
     #[cfg(not(target_arch = "x86_64"))]
     let done = {
@@ -247,6 +276,59 @@ unsafe fn backward_row_avx512(gy: &[f32], arg: &[u32], base: u32, g0: &mut [f32]
                 _mm512_mask_storeu_ps(p, first_half, _mm512_permutex2var_ps(ev, lo, od));
                 if second_half != 0 {
                     _mm512_mask_storeu_ps(p.add(16), second_half, _mm512_permutex2var_ps(ev, hi, od));
+                }
+            }
+        }
+        j0 += r;
+    }
+    n
+}
+
+/// Every window of [`backward_row`] with AVX2, 8 at a time (the last group under lane masks);
+/// returns how many windows it wrote (all of them).
+///
+/// # Safety
+/// The CPU supports AVX2; `g0.len() == g1.len() >= 2 * gy.len()` and `arg.len() == gy.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn backward_row_avx2(gy: &[f32], arg: &[u32], base: u32, g0: &mut [f32], g1: &mut [f32]) -> usize {
+    use std::arch::x86_64::*;
+    let (w, n) = (g0.len(), gy.len());
+    let even = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    let (one, below) = (_mm256_set1_epi32(1), _mm256_set1_epi32(w as i32));
+    let mut j0 = 0;
+    while j0 < n {
+        let (r, c) = ((n - j0).min(8), 2 * j0);
+        // SAFETY: the loads read windows j0 .. j0 + r of `gy` and `arg` (a partial group under
+        // a lane mask); the stores write floats c .. c + 2r of both rows (the unmasked lanes of
+        // a partial group), inside them as c + 2r <= 2n <= w.
+        unsafe {
+            let (v, a) = if r == 8 {
+                (_mm256_loadu_ps(gy.as_ptr().add(j0)), _mm256_loadu_si256(arg.as_ptr().add(j0).cast()))
+            } else {
+                let mask = first_lanes(r);
+                (
+                    _mm256_maskload_ps(gy.as_ptr().add(j0), mask),
+                    _mm256_maskload_epi32(arg.as_ptr().add(j0).cast(), mask),
+                )
+            };
+            let v = _mm256_add_ps(_mm256_setzero_ps(), v); // -0 becomes +0, as `0 + gy` does
+            let first = _mm256_add_epi32(_mm256_set1_epi32((base as usize + c) as i32), even);
+            let second = _mm256_add_epi32(first, below);
+            let (m0, m1) = (first_lanes((2 * r).min(8)), first_lanes((2 * r).saturating_sub(8)));
+            for (row, at) in [(&mut *g0, first), (&mut *g1, second)] {
+                let ev = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, at)), v);
+                let od = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, _mm256_add_epi32(at, one))), v);
+                // [e0 o0 e1 o1 | e4 o4 e5 o5] and [e2 o2 e3 o3 | e6 o6 e7 o7], then in order.
+                let (lo, hi) = (_mm256_unpacklo_ps(ev, od), _mm256_unpackhi_ps(ev, od));
+                let (first8, last8) = (_mm256_permute2f128_ps::<0x20>(lo, hi), _mm256_permute2f128_ps::<0x31>(lo, hi));
+                let p = row.as_mut_ptr().add(c);
+                if r == 8 {
+                    _mm256_storeu_ps(p, first8);
+                    _mm256_storeu_ps(p.add(8), last8);
+                } else {
+                    _mm256_maskstore_ps(p, m0, first8);
+                    _mm256_maskstore_ps(p.add(8), m1, last8);
                 }
             }
         }

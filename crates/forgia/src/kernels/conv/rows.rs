@@ -1,0 +1,184 @@
+//! The pixel-major unfold ("im2row") of the weight gradient: one row of `C·kh·kw` taps per
+//! output pixel, instead of im2col's one row of pixels per tap.
+//!
+//! The weight gradient `gw += gy · im2col(x)ᵀ` reads the unfolded image transposed. The
+//! `gemm` crate copies ("packs") an operand it cannot read as whole vectors along its output
+//! rows, which im2col's layout is not here, so every sample's column matrix was copied twice:
+//! once by im2col and once by the crate. Unfolded pixel-major, the same matrix is read where it
+//! is (the product ran 13% faster on the main job's second layer, `docs/BENCHMARKS.md`).
+//!
+//! For unit stride and dilation, each `(channel, kernel row)` of a pixel's row is a run of `kw`
+//! consecutive floats of a zero-padded copy of the image, so a row is written as whole 8-float
+//! copies (each one's extra floats overwritten by the next copy, the last one's falling into
+//! the row's padding).
+
+use super::ConvGeom;
+
+/// Floats one 8-float copy moves.
+const RUN: usize = 8;
+
+/// True when the weight gradient of `g` unfolds its image pixel-major: unit stride and
+/// dilation, a kernel at most [`RUN`] wide, and something to unfold.
+pub(super) fn applies(g: &ConvGeom) -> bool {
+    g.stride == (1, 1) && g.dil == (1, 1) && (1..=RUN).contains(&g.k.1) && g.k.0 > 0 && g.c > 0 && g.oh * g.ow > 0
+}
+
+/// The row stride: `C·kh·kw` plus room for the last copy's extra floats, in whole vectors.
+pub(super) fn ld(g: &ConvGeom) -> usize {
+    (g.c * g.k.0 * g.k.1 + RUN - g.k.1).next_multiple_of(RUN)
+}
+
+/// Columns of the padded image: the padding on both sides, and room for an 8-float copy from
+/// the last output column.
+fn padded_w(g: &ConvGeom) -> usize {
+    (g.w + 2 * g.pad.1).max(g.ow - 1 + RUN)
+}
+
+/// Rows of the padded image the outputs read.
+fn padded_h(g: &ConvGeom) -> usize {
+    g.oh + g.k.0 - 1
+}
+
+/// Floats of scratch one sample needs: its rows and its padded image (0 where the path does
+/// not apply).
+pub(super) fn scratch_len(g: &ConvGeom) -> usize {
+    if !applies(g) {
+        return 0;
+    }
+    let image = g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g));
+    (g.oh * g.ow).saturating_mul(ld(g)).saturating_add(image)
+}
+
+/// Unfolds one image `x [C, H, W]` into `rows [OH·OW, ld]`, row `p` holding tap
+/// `(c, ki, kj)` of output pixel `p` at `(c·kh + ki)·kw + kj` (zeros where padded; the floats
+/// after `C·kh·kw` are left unspecified), using `xp` (the rest of [`scratch_len`]) for the
+/// padded image.
+pub(super) fn unfold(g: &ConvGeom, x: &[f32], rows: &mut [f32], xp: &mut [f32]) {
+    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
+    let xp = &mut xp[..g.c * ph * pw];
+    xp.fill(0.0);
+    for (c, plane) in xp.chunks_exact_mut(ph * pw).enumerate() {
+        for ir in 0..g.h {
+            let r = ir + g.pad.0;
+            if r < ph {
+                let cols = g.w.min(pw - g.pad.1);
+                let src = &x[(c * g.h + ir) * g.w..][..cols];
+                plane[r * pw + g.pad.1..][..cols].copy_from_slice(src);
+            }
+        }
+    }
+    let xp = &*xp;
+    for (p, row) in rows.chunks_exact_mut(ld).take(g.oh * g.ow).enumerate() {
+        let (oh, ow) = (p / g.ow, p % g.ow);
+        let mut at = 0;
+        for c in 0..g.c {
+            for ki in 0..g.k.0 {
+                let src = &xp[(c * ph + oh + ki) * pw + ow..][..RUN];
+                row[at..at + RUN].copy_from_slice(src);
+                at += kw;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_holds_its_pixel_s_taps_with_zeros_in_the_padding() {
+        let geoms = [
+            // The main job's second layer (smaller), a narrow kernel, an unpadded one, one
+            // padded more on the rows, and a 1x1.
+            ConvGeom {
+                n: 1,
+                c: 3,
+                h: 14,
+                w: 14,
+                o: 1,
+                oh: 14,
+                ow: 14,
+                k: (5, 5),
+                stride: (1, 1),
+                pad: (2, 2),
+                dil: (1, 1),
+                groups: 1,
+            },
+            ConvGeom {
+                n: 1,
+                c: 2,
+                h: 5,
+                w: 9,
+                o: 1,
+                oh: 5,
+                ow: 9,
+                k: (3, 1),
+                stride: (1, 1),
+                pad: (1, 0),
+                dil: (1, 1),
+                groups: 1,
+            },
+            ConvGeom {
+                n: 1,
+                c: 2,
+                h: 6,
+                w: 7,
+                o: 1,
+                oh: 4,
+                ow: 5,
+                k: (3, 3),
+                stride: (1, 1),
+                pad: (0, 0),
+                dil: (1, 1),
+                groups: 1,
+            },
+            ConvGeom {
+                n: 1,
+                c: 1,
+                h: 3,
+                w: 4,
+                o: 1,
+                oh: 7,
+                ow: 4,
+                k: (3, 3),
+                stride: (1, 1),
+                pad: (3, 1),
+                dil: (1, 1),
+                groups: 1,
+            },
+            ConvGeom {
+                n: 1,
+                c: 4,
+                h: 3,
+                w: 3,
+                o: 1,
+                oh: 5,
+                ow: 5,
+                k: (1, 1),
+                stride: (1, 1),
+                pad: (1, 1),
+                dil: (1, 1),
+                groups: 1,
+            },
+        ];
+        for (i, g) in geoms.iter().enumerate() {
+            assert!(applies(g), "geometry {i}");
+            let x: Vec<f32> = (0..g.c * g.h * g.w).map(|v| v as f32 + 1.0).collect();
+            let mut buf = vec![f32::NAN; scratch_len(g)];
+            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(g));
+            unfold(g, &x, rows, xp);
+            for p in 0..g.oh * g.ow {
+                let (oh, ow) = (p / g.ow, p % g.ow);
+                for (c, ki, kj) in
+                    (0..g.c).flat_map(|c| (0..g.k.0).flat_map(move |i| (0..g.k.1).map(move |j| (c, i, j))))
+                {
+                    let (ih, iw) = ((oh + ki) as isize - g.pad.0 as isize, (ow + kj) as isize - g.pad.1 as isize);
+                    let inside = (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
+                    let want = if inside { x[(c * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
+                    let got = rows[p * ld(g) + (c * g.k.0 + ki) * g.k.1 + kj];
+                    assert_eq!(got, want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
+                }
+            }
+        }
+    }
+}
