@@ -565,7 +565,8 @@ mod tests {
         if !simd::has_fma() {
             return; // the tiles need FMA to be worth running (and `products` never picks them)
         }
-        // The second size reaches the wide tiles' 32- and 16-column blocks and their row tails.
+        // The second size reaches the intrinsic tiles' two- and one-vector blocks and their
+        // row tails.
         for (b, h, sq, sk, d, dv) in [(2, 3, 9, 11, 6, 5), (1, 3, 45, 53, 37, 19)] {
             tiles_and_gemm_agree_at(b, h, (sq, sk), (d, dv));
         }
@@ -591,7 +592,8 @@ mod tests {
             let (y2, l2) = fwd(Products::Gemm, &mut scratch);
             close(&y1, &y2, "output");
             close(&l1, &l2, "lse");
-            // The AVX-512 tiles (where the CPU has them) and the 8-lane ones agree bitwise.
+            // The intrinsic tiles (AVX-512 or AVX2, where the CPU has them) and the 8-lane ones agree
+            // bitwise.
             assert_eq!((&y1, &l1), (&fwd(Products::Tiles8, &mut scratch).0, &fwd(Products::Tiles8, &mut scratch).1));
             let god = data(y1.len(), 4);
             let saved = (interleaved(&y1, (sq, h, dv)), l1.as_slice(), interleaved(&god, (sq, h, dv)));

@@ -1,11 +1,14 @@
 //! Adam with L2 weight decay (`torch.optim.Adam`) and AdamW with decoupled weight decay
 //! (`torch.optim.AdamW`): one update rule, two decay placements.
 
+use rayon::prelude::*;
+
 use super::state::{apply, ParamState, SlotState};
 use super::Optimizer;
 use crate::autograd::Tensor;
 use crate::error::{check, Result};
 use crate::nn::Module;
+use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
 /// Hyperparameters of [`Adam`] and [`AdamW`] (PyTorch's names).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -127,25 +130,40 @@ fn adam_update(c: &AdamConfig, lr: f32, decoupled: bool, p: &mut [f32], g: &[f32
     let (m, v) = st.bufs.split_at_mut(1);
     let (m, v) = (&mut m[0][..p.len()], &mut v[0][..p.len()]);
     let g = &g[..p.len()];
-    // The branches are the same for every element; the loop vectorizes (8 lanes with AVX2).
-    crate::kernels::simd::vectorized(
-        #[inline(always)]
-        || {
-            for i in 0..p.len() {
-                let mut gi = g[i];
-                if decoupled {
-                    p[i] *= shrink;
-                } else if c.weight_decay != 0.0 {
-                    gi += c.weight_decay * p[i];
+    let run = |p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]| {
+        // The branches are the same for every element; the loop vectorizes (8 lanes with AVX2).
+        crate::kernels::simd::vectorized(
+            #[inline(always)]
+            || {
+                for i in 0..p.len() {
+                    let mut gi = g[i];
+                    if decoupled {
+                        p[i] *= shrink;
+                    } else if c.weight_decay != 0.0 {
+                        gi += c.weight_decay * p[i];
+                    }
+                    let mi = lerp(m[i], gi, 1.0 - b1);
+                    let vi = v[i] * b2 + (1.0 - b2) * gi * gi;
+                    m[i] = mi;
+                    v[i] = vi;
+                    p[i] -= step_size * (mi / (vi.sqrt() / bc2_sqrt + c.eps));
                 }
-                let mi = lerp(m[i], gi, 1.0 - b1);
-                let vi = v[i] * b2 + (1.0 - b2) * gi * gi;
-                m[i] = mi;
-                v[i] = vi;
-                p[i] -= step_size * (mi / (vi.sqrt() / bc2_sqrt + c.eps));
-            }
-        },
-    )
+            },
+        )
+    };
+    // Each element is updated on its own, so a large parameter is split between the threads
+    // with the same result (a linear layer's weight: 400k elements in the main job).
+    if p.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| {
+            p.par_chunks_mut(CHUNK_ELEMENTS)
+                .zip(m.par_chunks_mut(CHUNK_ELEMENTS))
+                .zip(v.par_chunks_mut(CHUNK_ELEMENTS))
+                .zip(g.par_chunks(CHUNK_ELEMENTS))
+                .for_each(|(((p, m), v), g)| run(p, m, v, g))
+        });
+    } else {
+        run(p, m, v, g);
+    }
 }
 
 impl Optimizer for Adam {
@@ -164,4 +182,29 @@ impl Optimizer for AdamW {
     }
 
     state_accessors!(0.state);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_parameter_split_between_threads_steps_as_it_does_on_one() {
+        let n = PARALLEL_ELEMENTS + 12_345; // past the threshold, with a partial last chunk
+        let c = AdamConfig { weight_decay: 0.01, ..AdamConfig::adam() };
+        let g: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+        let run = |decoupled: bool| {
+            let mut p: Vec<f32> = (0..n).map(|i| ((i * 104_729) % 997) as f32 / 997.0).collect();
+            let mut st = ParamState { step: 0, shape: vec![n], bufs: vec![Vec::new(); 2] };
+            for _ in 0..3 {
+                adam_update(&c, 1e-2, decoupled, &mut p, &g, &mut st);
+            }
+            p
+        };
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        for decoupled in [false, true] {
+            let serial = parallel::serially(|| run(decoupled));
+            assert_eq!(bits(run(decoupled)), bits(serial), "decoupled: {decoupled}");
+        }
+    }
 }

@@ -1,11 +1,14 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay, with
 //! `torch.optim.SGD`'s exact update rule.
 
+use rayon::prelude::*;
+
 use super::state::{apply, SlotState};
 use super::Optimizer;
 use crate::autograd::Tensor;
 use crate::error::{check, fail, ErrorKind, Result};
 use crate::nn::Module;
+use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
 /// Hyperparameters of [`Sgd`] (PyTorch's names and defaults, with `lr` 0.01).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -78,8 +81,16 @@ impl Optimizer for Sgd {
         let lr = self.state.lr;
         apply("Sgd::step", model, &mut self.state, |p, g, st| {
             if c.weight_decay == 0.0 && c.momentum == 0.0 {
-                // Plain SGD: no need for a private copy of the gradient.
-                p.iter_mut().zip(g).for_each(|(p, g)| *p -= lr * g);
+                // Plain SGD: no need for a private copy of the gradient. Each element is
+                // updated on its own, so a large parameter is split between the threads.
+                let run = |p: &mut [f32], g: &[f32]| p.iter_mut().zip(g).for_each(|(p, g)| *p -= lr * g);
+                if p.len() >= PARALLEL_ELEMENTS {
+                    parallel::install(|| {
+                        p.par_chunks_mut(CHUNK_ELEMENTS).zip(g.par_chunks(CHUNK_ELEMENTS)).for_each(|(p, g)| run(p, g))
+                    });
+                } else {
+                    run(p, g);
+                }
                 return;
             }
             let mut d: Vec<f32> = g.to_vec();

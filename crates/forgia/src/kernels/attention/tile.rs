@@ -3,8 +3,9 @@
 //!
 //! This is the one hand-written product in the crate, kept private to attention: at these
 //! sizes every operand of a head sits in L1/L2, so a register tile and no packing beyond one
-//! transpose per block does the work. On a CPU with AVX-512 the tiles are the `8 × 32`
-//! intrinsics of [`super::wide`]; elsewhere a 4 × 16 tile in plain Rust, which uses
+//! transpose per block does the work. On x86-64 the tiles are the intrinsics of
+//! [`super::wide`] (`8 × 32` with AVX-512, `6 × 16` with AVX2 and FMA); elsewhere a 4 × 16
+//! tile in plain Rust, which uses
 //! `f32::mul_add` (one instruction only inside [`crate::kernels::simd::vectorized`] on a CPU
 //! with FMA, [`crate::kernels::simd::has_fma`]). Both sum every element's products in the same
 //! order with the same fused multiply-add, so they give the same bits. [`Products::Gemm`] is
@@ -40,10 +41,11 @@ pub(super) enum Tri {
 /// Which kernel computes the products of a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Products {
-    /// The register-blocked tiles (needs FMA, see the module doc): the AVX-512 ones of
-    /// [`wide`] when the CPU has it, else the 8-lane ones below.
+    /// The register-blocked tiles (needs FMA, see the module doc): the intrinsic ones of
+    /// [`wide`] when the CPU has AVX-512 or AVX2, else the 8-lane ones below.
     Tiles,
-    /// The 8-lane tiles below even on an AVX-512 CPU (to test that both give the same bits).
+    /// The 8-lane tiles below even where [`wide`] has tiles (to test that both give the same
+    /// bits).
     #[cfg(test)]
     Tiles8,
     /// The `gemm` crate, through a packed temporary when the destination is strided; ignores
@@ -69,8 +71,8 @@ pub(super) fn matmul(
     if how == Products::Gemm {
         return via_gemm((m, n, k), a, (b, b_off, ldb), c, alpha);
     }
-    if how == Products::Tiles && wide::available() {
-        return matmul_wide((m, n, k), a, (b, b_off, ldb), c, alpha, tri);
+    if let (Products::Tiles, Some(tier)) = (how, wide::tier()) {
+        return matmul_wide(tier, (m, n, k), a, (b, b_off, ldb), c, alpha, tri);
     }
     let mut c = c;
     for i0 in (0..m).step_by(MR) {
@@ -181,11 +183,12 @@ fn inside(len: usize, offset: usize, (rows, cols): (usize, usize), (rs, cs): (us
     last.and_then(|l| l.checked_add(offset)).is_some_and(|end| end < len)
 }
 
-/// [`matmul`] on the AVX-512 tiles of [`wide`]: blocks of [`wide::MR`] rows by 32 or 16
-/// columns, the last columns (fewer than 16) by the 8-lane tiles (inlined, like [`matmul`],
-/// into the caller's AVX2 + FMA code).
+/// [`matmul`] on the intrinsic tiles of [`wide`]: blocks of the tier's full rows by two or one
+/// vectors of columns, the last columns (fewer than a vector) by the 8-lane tiles (inlined,
+/// like [`matmul`], into the caller's AVX2 + FMA code).
 #[inline(always)]
 fn matmul_wide(
+    tier: wide::Tier,
     (m, n, k): (usize, usize, usize),
     a: MatRef<'_>,
     (b, b_off, ldb): (&[f32], usize, usize),
@@ -203,14 +206,14 @@ fn matmul_wide(
             && inside(c.data.len(), c.off, (m, n), (c.ld, 1)),
         "attention tile operands out of bounds"
     );
-    for i0 in (0..m).step_by(wide::MR) {
-        let mr = wide::MR.min(m - i0);
+    for i0 in (0..m).step_by(tier.mr) {
+        let mr = tier.mr.min(m - i0);
         let (klo, khi, nhi) = block_bounds(tri, (i0, mr), (n, k));
         let ks = klo..khi.max(klo);
         let mut j0 = 0;
         while j0 < nhi {
             let w = nhi - j0;
-            if w < wide::LANES {
+            if w < tier.lanes {
                 // The last columns: 8-lane tiles, four rows at a time.
                 while j0 < nhi {
                     let w = nhi - j0;
@@ -227,13 +230,13 @@ fn matmul_wide(
                 }
                 break;
             }
-            let v = if w >= 2 * wide::LANES { 2 } else { 1 };
-            // Rows in blocks of 8, then 4, 2, 1.
+            let v = if w >= 2 * tier.lanes { 2 } else { 1 };
+            // Rows in full blocks, then 4, 2, 1.
             let mut r0 = i0;
             while r0 < i0 + mr {
                 let left = i0 + mr - r0;
-                let rows = if left >= 8 {
-                    8
+                let rows = if left >= tier.mr {
+                    tier.mr
                 } else if left >= 4 {
                     4
                 } else if left >= 2 {
@@ -255,24 +258,13 @@ fn matmul_wide(
                     alpha,
                     add: c.add,
                 };
-                // SAFETY: `wide::available()` was checked by the caller; rows r0..r0+rows < m,
-                // inner indices in ks ⊆ 0..k and columns j0..j0+16·v ≤ nhi ≤ n lie inside the
-                // ranges asserted above, and `c` is a `&mut` borrow apart from both inputs.
-                unsafe {
-                    match (rows, v) {
-                        (8, 2) => wide::tile::<8, 2>(t),
-                        (8, _) => wide::tile::<8, 1>(t),
-                        (4, 2) => wide::tile::<4, 2>(t),
-                        (4, _) => wide::tile::<4, 1>(t),
-                        (2, 2) => wide::tile::<2, 2>(t),
-                        (2, _) => wide::tile::<2, 1>(t),
-                        (_, 2) => wide::tile::<1, 2>(t),
-                        _ => wide::tile::<1, 1>(t),
-                    }
-                }
+                // SAFETY: `wide::tier()` chose this tier for this CPU; rows r0..r0+rows < m,
+                // inner indices in ks ⊆ 0..k and columns j0..j0+lanes·v ≤ nhi ≤ n lie inside
+                // the ranges asserted above, and `c` is a `&mut` borrow apart from both inputs.
+                unsafe { (tier.run)(rows, v, t) };
                 r0 += rows;
             }
-            j0 += v * wide::LANES;
+            j0 += v * tier.lanes;
         }
     }
 }
