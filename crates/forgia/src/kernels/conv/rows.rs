@@ -68,13 +68,20 @@ pub(super) fn unfold(g: &ConvGeom, x: &[f32], rows: &mut [f32], xp: &mut [f32]) 
         }
     }
     let xp = &*xp;
+    // Every copy below reads inside `xp`: the last one of the last pixel starts at
+    // ((C - 1)·ph + OH - 1 + kh - 1)·pw + OW - 1 and ends RUN floats later, within the
+    // C·ph·pw floats as ph = OH + kh - 1 and pw ≥ OW - 1 + RUN; and writes inside its row:
+    // the last starts at (C·kh - 1)·kw and ends RUN floats later, at most `ld`.
+    assert!(g.oh + g.k.0 - 1 == ph && g.ow - 1 + RUN <= pw && (g.c * g.k.0 - 1) * kw + RUN <= ld);
     for (p, row) in rows.chunks_exact_mut(ld).take(g.oh * g.ow).enumerate() {
         let (oh, ow) = (p / g.ow, p % g.ow);
+        let (src, dst) = (xp.as_ptr(), row.as_mut_ptr());
         let mut at = 0;
         for c in 0..g.c {
             for ki in 0..g.k.0 {
-                let src = &xp[(c * ph + oh + ki) * pw + ow..][..RUN];
-                row[at..at + RUN].copy_from_slice(src);
+                // SAFETY: inside `xp` and `row` by the assertion above (c < C, ki < kh,
+                // oh < OH, ow < OW); the two are distinct buffers.
+                unsafe { std::ptr::copy_nonoverlapping(src.add((c * ph + oh + ki) * pw + ow), dst.add(at), RUN) };
                 at += kw;
             }
         }
