@@ -341,7 +341,9 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
 mod tests {
     use super::*;
 
-    fn geom(
+    /// One sample, one output channel: `c` channels of `(h, w)` under the given kernel,
+    /// stride, padding and dilation (the output size derived).
+    pub(super) fn geom(
         c: usize,
         (h, w): (usize, usize),
         k: (usize, usize),
@@ -516,48 +518,9 @@ mod tests {
         // Pixel counts that are not a multiple of 8 (14x14 = 196 is the main job's second
         // layer), with groups and a stride; then one that is (no padded rows).
         let cases = [
-            ConvGeom {
-                n: 3,
-                c: 4,
-                h: 14,
-                w: 14,
-                o: 6,
-                oh: 14,
-                ow: 14,
-                k: (5, 5),
-                stride: (1, 1),
-                pad: (2, 2),
-                dil: (1, 1),
-                groups: 2,
-            },
-            ConvGeom {
-                n: 2,
-                c: 3,
-                h: 7,
-                w: 5,
-                o: 2,
-                oh: 4,
-                ow: 3,
-                k: (3, 3),
-                stride: (2, 2),
-                pad: (1, 1),
-                dil: (1, 1),
-                groups: 1,
-            },
-            ConvGeom {
-                n: 2,
-                c: 2,
-                h: 4,
-                w: 4,
-                o: 3,
-                oh: 4,
-                ow: 4,
-                k: (3, 3),
-                stride: (1, 1),
-                pad: (1, 1),
-                dil: (1, 1),
-                groups: 1,
-            },
+            ConvGeom { n: 3, o: 6, groups: 2, ..geom(4, (14, 14), (5, 5), (1, 1), (2, 2), (1, 1)) },
+            ConvGeom { n: 2, o: 2, ..geom(3, (7, 5), (3, 3), (2, 2), (1, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 3, ..geom(2, (4, 4), (3, 3), (1, 1), (1, 1), (1, 1)) },
         ];
         for (i, g) in cases.iter().enumerate() {
             assert_eq!(g.padded(), i < 2, "case {i}");

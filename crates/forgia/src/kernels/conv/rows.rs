@@ -90,83 +90,19 @@ pub(super) fn unfold(g: &ConvGeom, x: &[f32], rows: &mut [f32], xp: &mut [f32]) 
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::geom;
     use super::*;
 
     #[test]
     fn every_row_holds_its_pixel_s_taps_with_zeros_in_the_padding() {
+        // The main job's second layer (fewer channels), a narrow kernel, an unpadded one, one
+        // padded more than its kernel on the rows, and a padded 1x1.
         let geoms = [
-            // The main job's second layer (smaller), a narrow kernel, an unpadded one, one
-            // padded more on the rows, and a 1x1.
-            ConvGeom {
-                n: 1,
-                c: 3,
-                h: 14,
-                w: 14,
-                o: 1,
-                oh: 14,
-                ow: 14,
-                k: (5, 5),
-                stride: (1, 1),
-                pad: (2, 2),
-                dil: (1, 1),
-                groups: 1,
-            },
-            ConvGeom {
-                n: 1,
-                c: 2,
-                h: 5,
-                w: 9,
-                o: 1,
-                oh: 5,
-                ow: 9,
-                k: (3, 1),
-                stride: (1, 1),
-                pad: (1, 0),
-                dil: (1, 1),
-                groups: 1,
-            },
-            ConvGeom {
-                n: 1,
-                c: 2,
-                h: 6,
-                w: 7,
-                o: 1,
-                oh: 4,
-                ow: 5,
-                k: (3, 3),
-                stride: (1, 1),
-                pad: (0, 0),
-                dil: (1, 1),
-                groups: 1,
-            },
-            ConvGeom {
-                n: 1,
-                c: 1,
-                h: 3,
-                w: 4,
-                o: 1,
-                oh: 7,
-                ow: 4,
-                k: (3, 3),
-                stride: (1, 1),
-                pad: (3, 1),
-                dil: (1, 1),
-                groups: 1,
-            },
-            ConvGeom {
-                n: 1,
-                c: 4,
-                h: 3,
-                w: 3,
-                o: 1,
-                oh: 5,
-                ow: 5,
-                k: (1, 1),
-                stride: (1, 1),
-                pad: (1, 1),
-                dil: (1, 1),
-                groups: 1,
-            },
+            geom(3, (14, 14), (5, 5), (1, 1), (2, 2), (1, 1)),
+            geom(2, (5, 9), (3, 1), (1, 1), (1, 0), (1, 1)),
+            geom(2, (6, 7), (3, 3), (1, 1), (0, 0), (1, 1)),
+            geom(1, (3, 4), (3, 3), (1, 1), (3, 1), (1, 1)),
+            geom(4, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
         ];
         for (i, g) in geoms.iter().enumerate() {
             assert!(applies(g), "geometry {i}");
