@@ -83,12 +83,25 @@ impl ConvGeom {
     fn parallel(&self) -> bool {
         self.n > 1 && self.macs() >= parallel::PARALLEL_GEMM_WORK
     }
+    /// Rows of the whole column matrix, every group's: `C·kh·kw`.
+    fn unfold_rows(&self) -> usize {
+        self.c.saturating_mul(self.k.0 * self.k.1)
+    }
     /// The row stride of a column matrix: `OH·OW` rounded up to a whole number of 8-float
     /// vectors. The `gemm` crate copies ("packs") an operand whose rows it cannot read as
     /// whole vectors in place; with this stride it reads the columns and the output where they
-    /// are (8% faster on the main job's 14x14 planes, `docs/BENCHMARKS.md`).
+    /// are (the main job's second-layer products ran 7–8% faster on the crate alone,
+    /// `docs/BENCHMARKS.md`).
     fn ld(&self) -> usize {
         self.ohw().next_multiple_of(8)
+    }
+    /// The row stride the products use: [`ConvGeom::ld`] where rows are padded, else `OH·OW`.
+    fn cols_ld(&self) -> usize {
+        if self.padded() {
+            self.ld()
+        } else {
+            self.ohw()
+        }
     }
     /// True when the products run on a column matrix with padded rows (the pixel count is not
     /// a multiple of 8), through a padded copy of the product's pixel-side operand or result.
@@ -104,7 +117,7 @@ impl ConvGeom {
             0
         } else {
             let block = if self.padded() { self.og().saturating_mul(self.ld()) } else { 0 };
-            self.c.saturating_mul(self.k.0 * self.k.1).saturating_mul(self.ld()).saturating_add(block)
+            self.unfold_rows().saturating_mul(self.ld()).saturating_add(block)
         };
         cols.max(direct::scratch_len(self)).max(rows::scratch_len(self))
     }
@@ -193,29 +206,27 @@ pub(crate) fn forward(
         if direct::applies(g) {
             return direct::forward_sample(g, xn, w, bias, yn, &mut cols[..direct::scratch_len(g)]);
         }
-        if g.padded() {
-            // Each group's product into a padded block, then its rows into place.
-            let ld = g.ld();
-            let (cols, block) = cols.split_at_mut(g.c * g.k.0 * g.k.1 * ld);
-            let block = &mut block[..og * ld];
+        // With padded rows, each group's product goes into a padded block, then its rows
+        // into place.
+        let ld = g.cols_ld();
+        let (cols, block) = cols.split_at_mut(if g.is_pointwise() { 0 } else { g.unfold_rows() * ld });
+        let src: &[f32] = if g.is_pointwise() {
+            xn
+        } else {
             im2col(g, xn, cols, ld);
-            for grp in 0..g.groups {
-                gemm(og, ld, kg, packed(w, grp * og * kg, kg), packed(cols, grp * kg * ld, ld), block, false, 1.0);
-                let dst = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact_mut(ohw);
-                for (dst, src) in dst.zip(block.chunks_exact(ld)) {
+            cols
+        };
+        for grp in 0..g.groups {
+            let (a, b) = (packed(w, grp * og * kg, kg), packed(src, grp * kg * ld, ld));
+            let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
+            if g.padded() {
+                let block = &mut block[..og * ld];
+                gemm(og, ld, kg, a, b, block, false, 1.0);
+                for (dst, src) in c.chunks_exact_mut(ohw).zip(block.chunks_exact(ld)) {
                     dst.copy_from_slice(&src[..ohw]);
                 }
-            }
-        } else {
-            let src: &[f32] = if g.is_pointwise() {
-                xn
             } else {
-                im2col(g, xn, cols, ohw);
-                cols
-            };
-            for grp in 0..g.groups {
-                let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
-                gemm(og, ohw, kg, packed(w, grp * og * kg, kg), packed(src, grp * kg * ohw, ohw), c, false, 1.0);
+                gemm(og, ohw, kg, a, b, c, false, 1.0);
             }
         }
         if let Some(b) = bias {
@@ -241,33 +252,29 @@ pub(crate) fn backward_data(
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
         let yn = &y[n * cl..(n + 1) * cl];
-        if g.padded() {
-            // Each group's gradient block copied into padded rows (zeros after each), then
-            // the product into the padded column matrix.
-            let ld = g.ld();
-            let (cols, block) = cols.split_at_mut(g.c * g.k.0 * g.k.1 * ld);
-            let block = &mut block[..og * ld];
-            for grp in 0..g.groups {
-                let src = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact(ohw);
-                for (dst, src) in block.chunks_exact_mut(ld).zip(src) {
+        // With padded rows, each group's gradient block is first copied into padded rows
+        // (zeros after each).
+        let ld = g.cols_ld();
+        let (cols, block) = cols.split_at_mut(if g.is_pointwise() { 0 } else { g.unfold_rows() * ld });
+        let dst: &mut [f32] = if g.is_pointwise() { xn } else { &mut *cols };
+        for grp in 0..g.groups {
+            let gy = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact(ohw);
+            let b = if g.padded() {
+                let block = &mut block[..og * ld];
+                for (dst, src) in block.chunks_exact_mut(ld).zip(gy) {
                     dst[..ohw].copy_from_slice(src);
                     dst[ohw..].fill(0.0);
                 }
-                let c = &mut cols[grp * kg * ld..(grp + 1) * kg * ld];
-                gemm(kg, ld, og, transposed(w, grp * og * kg, kg), packed(block, 0, ld), c, false, 1.0);
-            }
+                packed(block, 0, ld)
+            } else {
+                packed(yn, grp * og * ohw, ohw)
+            };
+            let c = &mut dst[grp * kg * ld..(grp + 1) * kg * ld];
+            gemm(kg, ld, og, transposed(w, grp * og * kg, kg), b, c, false, 1.0);
+        }
+        if !g.is_pointwise() {
             xn.fill(0.0);
             col2im(g, cols, xn, ld);
-        } else {
-            let dst: &mut [f32] = if g.is_pointwise() { xn } else { &mut *cols };
-            for grp in 0..g.groups {
-                let c = &mut dst[grp * kg * ohw..(grp + 1) * kg * ohw];
-                gemm(kg, ohw, og, transposed(w, grp * og * kg, kg), packed(yn, grp * og * ohw, ohw), c, false, 1.0);
-            }
-            if !g.is_pointwise() {
-                xn.fill(0.0);
-                col2im(g, cols, xn, ohw);
-            }
         }
         if let Some(b) = bias {
             add_channel_bias(xn, b, g.h * g.w);

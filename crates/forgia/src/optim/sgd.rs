@@ -116,3 +116,30 @@ impl Optimizer for Sgd {
 
     state_accessors!(state);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::Linear;
+    use crate::parallel::{self, PARALLEL_ELEMENTS};
+    use crate::Rng;
+
+    #[test]
+    fn a_large_parameter_split_between_threads_steps_as_it_does_on_one() {
+        // 600 × 500 weights: past the threshold, with a partial last chunk.
+        const { assert!(600 * 500 > PARALLEL_ELEMENTS) };
+        let run = || {
+            let mut layer = Linear::new(500, 600, false, &mut Rng::new(3)).unwrap();
+            let x = Tensor::randn(&[4, 500], 0.0, 1.0, &mut Rng::new(4)).unwrap();
+            let mut sgd = Sgd::new(SgdConfig::default()).unwrap();
+            for _ in 0..2 {
+                layer.weight.zero_grad();
+                layer.forward(&x).unwrap().square().sum_all().backward().unwrap();
+                sgd.step(&mut layer).unwrap();
+            }
+            layer.weight.to_vec().into_iter().map(f32::to_bits).collect::<Vec<_>>()
+        };
+        let serial = parallel::serially(run);
+        assert_eq!(run(), serial);
+    }
+}
