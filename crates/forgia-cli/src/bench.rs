@@ -31,6 +31,10 @@ pub(crate) struct BenchArgs {
     /// under callgrind).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
     chain_ops: Option<usize>,
+    /// Microseconds idle pool threads spin before they sleep (`RuntimeConfig::spin_us`;
+    /// default the library's, 0 to compare with threads that sleep at once).
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u32>,
 }
 
 fn parse_positive(s: &str) -> Result<usize, String> {
@@ -64,6 +68,9 @@ const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
     if let Some(t) = args.threads {
         forgia::set_num_threads(t)?;
+    }
+    if let Some(spin_us) = args.spin_us {
+        forgia::runtime::configure(forgia::runtime::RuntimeConfig { spin_us, ..forgia::runtime::config() })?;
     }
     let names: Vec<String> =
         if args.workloads.is_empty() { KNOWN.iter().map(|s| s.to_string()).collect() } else { args.workloads.clone() };

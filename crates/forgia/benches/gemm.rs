@@ -107,5 +107,63 @@ fn weight_gradients(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, gemm_2048, weight_gradients);
+/// The `gemm` crate on a row-major `m × n` output of `x · wᵀ` (`x` stored `[m, k]`, `w`
+/// `[n, k]`, both row-major), reading `wᵀ` in place: what forgia called before it packed a
+/// transposed right operand.
+fn crate_a_bt(m: usize, n: usize, k: usize, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
+    let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
+    // SAFETY: `x` is m×k, `w` is n×k and `out` m×n, all row-major; `out` is exclusively
+    // borrowed and aliases neither input.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            x.as_ptr(),
+            1,
+            k as isize,
+            w.as_ptr(),
+            k as isize,
+            1,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// Products with a transposed right operand, `x · wᵀ`: a linear layer's forward and the
+/// left gradient `gy · Vᵀ` of every matmul. Shapes of W11 (64×256·256), W2 (256×784 with a
+/// 1024-wide layer) and W3 (512×1024·1024); forgia's matmul (which packs `wᵀ` first) against
+/// the crate reading it in place, and the transpose alone (`contiguous` of the view).
+fn transposed_rhs(c: &mut Criterion) {
+    let threads = forgia::num_threads();
+    let mut group = c.benchmark_group("transposed_rhs");
+    group.sample_size(20);
+    for (m, n, k) in [(64, 256, 256), (256, 1024, 784), (512, 1024, 1024)] {
+        let mut rng = Rng::new(3);
+        let x = Tensor::randn(&[m, k], 0.0, 1.0, &mut rng).unwrap();
+        let w = Tensor::randn(&[n, k], 0.0, 1.0, &mut rng).unwrap();
+        let wt = w.transpose(0, 1).unwrap();
+        let (xv, wv) = (x.to_vec(), w.to_vec());
+        let mut out = vec![0.0f32; m * n];
+        group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
+        group.bench_function(format!("forgia_{m}x{k}x{n}"), |bench| bench.iter(|| x.matmul(&wt).unwrap()));
+        group.bench_function(format!("crate_in_place_{m}x{k}x{n}"), |bench| {
+            bench.iter(|| crate_a_bt(m, n, k, &xv, &wv, &mut out, threads))
+        });
+        group.throughput(Throughput::Elements((n * k) as u64));
+        group.bench_function(format!("transpose_{n}x{k}"), |bench| bench.iter(|| wt.contiguous()));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, gemm_2048, weight_gradients, transposed_rhs);
 criterion_main!(benches);

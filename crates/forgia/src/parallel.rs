@@ -4,6 +4,10 @@
 
 use std::sync::OnceLock;
 
+mod awake;
+
+pub(crate) use awake::{set_spin_us, spin_us, DEFAULT_SPIN_US};
+
 use crate::error::Result;
 use crate::runtime::{self, PoolSettings, RuntimeConfig};
 
@@ -152,14 +156,19 @@ pub(crate) fn kernel_threads() -> usize {
 
 /// Runs `f` on the pool: in place on one of its threads (the adopted main thread flushing
 /// subnormals for the duration, as the spawned threads always do), else handed to the pool.
-/// Inside [`serially`] it runs in place, on the serial thread.
+/// Inside [`serially`] it runs in place, on the serial thread. The pool's other threads are
+/// kept spinning for the parts of `f` they may take (see `awake`).
 pub(crate) fn install<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if in_serial() {
         return f();
     }
     let pool = pool();
+    let adopted = built_settings().is_some_and(|s| s.adopt_main_thread);
+    if pool.current_num_threads() > 1 {
+        awake::KEEPERS.touch(pool, adopted);
+    }
     match pool.current_thread_index() {
-        Some(0) if built_settings().is_some_and(|s| s.adopt_main_thread) => {
+        Some(0) if adopted => {
             let _flush = FlushDenormals::new();
             f()
         }

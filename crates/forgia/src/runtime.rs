@@ -1,12 +1,12 @@
 //! The library's process-wide settings in one place: the worker pool's size, whether the
-//! pool adopts the program's main thread, flush-to-zero of subnormal floats, and the buffer
-//! cache's size. Each has a default; [`configure`] sets them, [`config`] reads what is in
-//! force.
+//! pool adopts the program's main thread, flush-to-zero of subnormal floats, how long idle
+//! threads spin before they sleep, and the buffer cache's size. Each has a default;
+//! [`configure`] sets them, [`config`] reads what is in force.
 //!
 //! The pool is built once, at the first tensor operation that needs it, from the settings in
 //! force then. The settings it is built from (`threads`, `adopt_main_thread`,
-//! `flush_denormals`) can change only before that; the buffer cache's limit changes at any
-//! time.
+//! `flush_denormals`) can change only before that; the buffer cache's limit and the spin
+//! window change at any time.
 //!
 //! ```
 //! use forgia::runtime::{self, RuntimeConfig};
@@ -42,6 +42,11 @@ pub struct RuntimeConfig {
     /// The most bytes the cache of freed tensor buffers keeps for reuse (0 turns it off).
     /// Default 1 GiB.
     pub buffer_cache_bytes: usize,
+    /// Microseconds the pool's idle threads spin, taking up new work at once, after the last
+    /// kernel that could split before they sleep (0: sleep at once, as rayon does). Waking a
+    /// sleeping thread for each half-product made a forward pass of small products no faster
+    /// on two threads than on one (docs/BENCHMARKS.md, W11). Default 200.
+    pub spin_us: u32,
 }
 
 impl Default for RuntimeConfig {
@@ -51,6 +56,7 @@ impl Default for RuntimeConfig {
             adopt_main_thread: true,
             flush_denormals: true,
             buffer_cache_bytes: crate::tensor::DEFAULT_BUFFER_CACHE_BYTES,
+            spin_us: parallel::DEFAULT_SPIN_US,
         }
     }
 }
@@ -80,6 +86,7 @@ pub fn config() -> RuntimeConfig {
         adopt_main_thread: pool.adopt_main_thread,
         flush_denormals: pool.flush_denormals,
         buffer_cache_bytes: buffer_cache_limit(),
+        spin_us: parallel::spin_us(),
     }
 }
 
@@ -122,5 +129,6 @@ pub fn configure(config: RuntimeConfig) -> Result<()> {
         }
     }
     set_buffer_cache_limit(config.buffer_cache_bytes);
+    parallel::set_spin_us(config.spin_us);
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The runtime configuration (`forgia::runtime`): settings take effect when the pool is built,
-//! and a later change to a pool setting is refused with the setting named. No harness: the
+//! and a later change to a pool setting is refused with the setting named; the buffer cache
+//! and the spin window change at any time. No harness: the
 //! process's main thread builds the pool, so the whole sequence runs in order in one process.
 
 use forgia::runtime::{self, RuntimeConfig};
@@ -41,5 +42,15 @@ fn main() {
     assert_eq!(forgia::buffer_cache_limit(), 1 << 20);
     forgia::set_buffer_cache_limit(1 << 21);
     assert_eq!(runtime::config().buffer_cache_bytes, 1 << 21);
+
+    // So does the idle threads' spin window; products give the same values with or without it.
+    let big = Tensor::from_vec((0..256 * 256).map(|i| (i % 7) as f32).collect(), &[256, 256]).unwrap();
+    let spun = big.matmul(&big).unwrap().to_vec();
+    let now = runtime::config();
+    runtime::configure(RuntimeConfig { spin_us: 0, ..now }).unwrap();
+    assert_eq!(runtime::config().spin_us, 0);
+    assert_eq!(big.matmul(&big).unwrap().to_vec(), spun, "spinning changes no result");
+    runtime::configure(RuntimeConfig { spin_us: 50, ..now }).unwrap();
+    assert_eq!(runtime::config(), RuntimeConfig { spin_us: 50, ..now });
     println!("runtime: 1 passed, 0 failed");
 }

@@ -69,6 +69,35 @@ pub(crate) fn gemm(
     }
 }
 
+/// Products with at least this many rows read a transposed `b` from a packed copy (see
+/// [`packs_b`]).
+const PACK_B_MIN_ROWS: usize = 16;
+
+/// Whether an `m`-row product should read `b` from a packed row-major copy ([`pack_b`], into
+/// a buffer the op allocates): when `b` is a transposed matrix (`Wᵀ` read in place, row
+/// stride 1) and the product has [`PACK_B_MIN_ROWS`] rows or more.
+///
+/// The `gemm` crate computes a row-major product as its transpose, so `b` becomes the operand
+/// it loads in vectors along the output's rows; when `b` is not contiguous along them the
+/// crate packs it one element at a time, on every thread that needs it. Transposing it first
+/// in 8×8 register blocks costs a fraction of that (`cargo bench -p forgia --bench gemm --
+/// transposed_rhs`; figures in docs/BENCHMARKS.md).
+pub(crate) fn packs_b(m: usize, n: usize, k: usize, b: &MatRef<'_>) -> bool {
+    b.row_stride == 1 && b.col_stride != 1 && m >= PACK_B_MIN_ROWS && n > 0 && k > 0
+}
+
+/// `b` (`k × n`, a transposed matrix: see [`packs_b`]) transposed into the first `k · n`
+/// floats of `dst`, returned as the packed operand that reads them.
+///
+/// Panics when `b` does not have row stride 1, or a slice is too short (internal invariants).
+pub(crate) fn pack_b<'d>(n: usize, k: usize, b: MatRef<'_>, dst: &'d mut [f32]) -> MatRef<'d> {
+    assert!(b.row_stride == 1 && b.fits(k, n), "pack_b: not an in-bounds transposed matrix");
+    assert!(dst.len() >= k * n, "pack_b: destination too small");
+    // `b`'s storage is the row-major `n × k` matrix (row stride `col_stride`) it transposes.
+    super::transpose::transpose(&b.data[b.offset..], n, k, b.col_stride as usize, dst);
+    MatRef { data: dst, offset: 0, row_stride: n as isize, col_stride: 1 }
+}
+
 /// [`gemm()`] on the calling thread, letting the crate split the output over `threads` threads of
 /// the current rayon pool (the caller is on the library's pool when `threads > 1`).
 fn gemm_on(
@@ -150,5 +179,33 @@ mod tests {
             gemm(m, n, k, ar, br, &mut c, false, 1.0);
             assert_eq!(c, naive(m, n, k, &a, &b), "{m}x{n}x{k}");
         }
+    }
+
+    #[test]
+    fn a_transposed_right_operand_packed_first_gives_the_in_place_product() {
+        // Integer-valued inputs: every order of summation gives the same exact result.
+        for &(m, n, k, pad) in &[(16, 2, 3, 0), (16, 9, 13, 3), (40, 33, 70, 0), (64, 256, 256, 0), (300, 17, 9, 1)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
+            // `w` stored [n, k] with row stride k + pad; `b = wᵀ` read in place.
+            let ld = k + pad;
+            let w: Vec<f32> = (0..n * ld).map(|i| (i % 7) as f32 - 3.0).collect();
+            let b_packed: Vec<f32> = (0..k * n).map(|i| w[(i % n) * ld + i / n]).collect();
+            let ar = MatRef { data: &a, offset: 0, row_stride: k as isize, col_stride: 1 };
+            let bt = MatRef { data: &w, offset: 0, row_stride: 1, col_stride: ld as isize };
+            assert!(packs_b(m, n, k, &bt), "{m}x{n}x{k}: a transposed operand of a {m}-row product is packed");
+            let mut dst = vec![f32::NAN; k * n];
+            let packed = pack_b(n, k, bt, &mut dst);
+            assert_eq!(packed.data, &b_packed[..], "{m}x{n}x{k}: the packed copy is bᵀᵀ");
+            let (mut c_packed, mut c_in_place) = (vec![0.0; m * n], vec![0.0; m * n]);
+            gemm(m, n, k, ar, packed, &mut c_packed, false, 1.0);
+            gemm(m, n, k, ar, bt, &mut c_in_place, false, 1.0);
+            assert_eq!(c_packed, c_in_place, "{m}x{n}x{k}");
+            assert_eq!(c_packed, naive(m, n, k, &a, &b_packed), "{m}x{n}x{k}");
+        }
+        let w = [1.0f32; 64];
+        let bt = MatRef { data: &w, offset: 0, row_stride: 1, col_stride: 8 };
+        assert!(!packs_b(15, 8, 8, &bt), "a product of few rows reads the operand in place");
+        let b = MatRef { data: &w, offset: 0, row_stride: 8, col_stride: 1 };
+        assert!(!packs_b(64, 8, 8, &b), "a row-major operand is read in place");
     }
 }

@@ -1,5 +1,6 @@
 //! Matrix products: 2-D, batched, and with broadcast batch dimensions. Every product, forward
-//! and backward, is a GEMM over strided views, so transposed operands are never copied.
+//! and backward, is a GEMM over strided views; a transposed right operand is the one copied
+//! (packed, for the `gemm` crate's sake: see [`rhs`]).
 
 use rayon::prelude::*;
 use smallvec::SmallVec;
@@ -7,10 +8,10 @@ use smallvec::SmallVec;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, Error, ErrorKind, Result};
-use crate::kernels::gemm::{gemm, gemm_split_k, split_k_scratch, MatRef};
+use crate::kernels::gemm::{gemm, gemm_split_k, pack_b, packs_b, split_k_scratch, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
-use crate::tensor::{names, Array, Layout, Names, Shape, Size};
+use crate::tensor::{names, Array, Layout, Names, Scratch, Shape, Size};
 
 /// The batch part (all but the last two axes) of a layout, as its own layout.
 fn batch_layout(l: &Layout, batch: &[usize]) -> Layout {
@@ -26,6 +27,23 @@ fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
         row_stride: t.layout.strides[r - 2],
         col_stride: t.layout.strides[r - 1],
     }
+}
+
+/// `b` as an `m`-row product best reads it: in place, or, when it is a transposed matrix,
+/// from a packed copy in a new `slot` (see [`packs_b`]).
+///
+/// # Errors
+/// `OutOfMemory` (for `op`) when the copy cannot be allocated.
+pub(super) fn rhs<'a>(
+    op: &'static str,
+    (m, n, k): (usize, usize, usize),
+    b: MatRef<'a>,
+    slot: &'a mut Option<Scratch>,
+) -> Result<MatRef<'a>> {
+    if !packs_b(m, n, k, &b) {
+        return Ok(b);
+    }
+    Ok(pack_b(n, k, b, slot.insert(Scratch::new(op, k * n)?)))
 }
 
 /// `a · b` over rank ≥ 2 operands (no node). Shapes are checked by the caller.
@@ -50,7 +68,9 @@ fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n
         let mut scratch = crate::tensor::Scratch::new("matmul", split_k_scratch(m, n, k))?;
         for (bi, c) in out.chunks_mut(m * n).enumerate() {
             let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
-            gemm_split_k(m, n, k, mat(a, oa, ra), mat(b, ob, rb), c, false, 1.0, &mut scratch);
+            let mut packed = None;
+            let bm = rhs("matmul", (m, n, k), mat(b, ob, rb), &mut packed)?;
+            gemm_split_k(m, n, k, mat(a, oa, ra), bm, c, false, 1.0, &mut scratch);
         }
     }
     Ok(out)

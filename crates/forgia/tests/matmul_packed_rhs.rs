@@ -1,0 +1,80 @@
+//! A product whose right operand is a transposed matrix (a linear layer's `x · Wᵀ`, every
+//! matmul's left gradient `gy · Bᵀ`) reads that operand from a packed copy once it has 16 rows
+//! or more (`kernels::gemm::packs_b`): such products match an f64 product on plain, strided,
+//! offset and batched operands, and through `linear` forward and backward.
+
+mod common;
+
+use common::lcg;
+use forgia::Tensor;
+
+/// `a · wᵀ` in f64 for a row-major `m × k` `a` and `n × k` `w`.
+fn reference(m: usize, n: usize, k: usize, a: &[f32], w: &[f32]) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(w[j * k + p])).sum();
+        }
+    }
+    c
+}
+
+fn assert_close(got: &[f32], want: &[f64], k: usize, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let tol = 1e-5 * (k as f64).sqrt();
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((f64::from(*g) - w).abs() <= tol * (1.0 + w.abs()), "{what} [{i}]: {g} vs {w}");
+    }
+}
+
+#[test]
+fn products_with_a_transposed_right_operand_match_f64_on_either_side_of_the_row_threshold() {
+    // 15 rows read the operand in place, 16 and more from the packed copy; odd sizes leave
+    // partial 8×8 blocks and tiles in the transpose.
+    for &(m, n, k) in &[(15, 33, 70), (16, 33, 70), (64, 256, 256), (100, 129, 67), (17, 1, 300)] {
+        let a = lcg(m * k, 1, 1.0);
+        let w = lcg(n * k, 2, 1.0);
+        let wt = Tensor::from_vec(w.clone(), &[n, k]).unwrap().transpose(0, 1).unwrap();
+        let out = Tensor::from_vec(a.clone(), &[m, k]).unwrap().matmul(&wt).unwrap();
+        assert_eq!(out.shape(), &[m, n]);
+        assert_close(&out.to_vec(), &reference(m, n, k, &a, &w), k, &format!("{m}x{k}·({n}x{k})ᵀ"));
+    }
+}
+
+#[test]
+fn strided_offset_and_batched_transposed_operands_match_f64() {
+    let (m, n, k) = (40, 24, 50);
+    // Columns 3 .. 3 + k of a [n, k + 7] matrix, transposed: row stride 1, column stride
+    // k + 7, and an offset.
+    let wide = lcg(n * (k + 7), 3, 1.0);
+    let w: Vec<f32> = (0..n * k).map(|i| wide[(i / k) * (k + 7) + 3 + i % k]).collect();
+    let wt = Tensor::from_vec(wide, &[n, k + 7]).unwrap().narrow(1, 3, k).unwrap().transpose(0, 1).unwrap();
+    let a = lcg(m * k, 4, 1.0);
+    let x = Tensor::from_vec(a.clone(), &[m, k]).unwrap();
+    assert_close(&x.matmul(&wt).unwrap().to_vec(), &reference(m, n, k, &a, &w), k, "strided");
+    // A batch of three: each batch's right operand a transposed [n, k] matrix.
+    let ws = lcg(3 * n * k, 5, 1.0);
+    let wts = Tensor::from_vec(ws.clone(), &[3, n, k]).unwrap().transpose(1, 2).unwrap();
+    let xs = lcg(3 * m * k, 6, 1.0);
+    let out = Tensor::from_vec(xs.clone(), &[3, m, k]).unwrap().matmul(&wts).unwrap().to_vec();
+    for b in 0..3 {
+        let want = reference(m, n, k, &xs[b * m * k..][..m * k], &ws[b * n * k..][..n * k]);
+        assert_close(&out[b * m * n..][..m * n], &want, k, &format!("batch {b}"));
+    }
+}
+
+#[test]
+fn linear_forward_and_its_input_gradient_match_f64() {
+    let (m, n, k) = (32, 20, 45);
+    let a = lcg(m * k, 7, 1.0);
+    let w = lcg(n * k, 8, 1.0);
+    let x = Tensor::from_vec(a.clone(), &[m, k]).unwrap().into_variable();
+    let wv = Tensor::from_vec(w.clone(), &[n, k]).unwrap().into_variable();
+    let y = x.linear(&wv, None).unwrap();
+    assert_close(&y.to_vec(), &reference(m, n, k, &a, &w), k, "linear forward");
+    // loss = Σ y ∘ g: gx = g · W (row-major W, read in place), gW = gᵀ · x.
+    let g = lcg(m * n, 9, 1.0);
+    y.mul(&Tensor::from_vec(g.clone(), &[m, n]).unwrap()).unwrap().sum_all().backward().unwrap();
+    let wt: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
+    assert_close(&x.grad().unwrap().to_vec(), &reference(m, k, n, &g, &wt), n, "linear input gradient");
+}
