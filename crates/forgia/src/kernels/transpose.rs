@@ -1,5 +1,5 @@
-//! Matrix transposition into a packed buffer, in 8×8 register blocks (AVX) inside 64-column
-//! tiles, split between the pool's threads for large matrices.
+//! Matrix transposition into a packed buffer, in 16×16 blocks of 8×8 register transposes
+//! (AVX) inside 64-column tiles, split between the pool's threads for large matrices.
 //!
 //! The `gemm` crate packs an operand that is not contiguous along the output's rows one
 //! element at a time; transposing it here first costs a fraction of that (see
@@ -37,19 +37,19 @@ pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, ld: usize, dst: &
 }
 
 /// Source columns `c0 .. c0 + out.len() / rows` transposed into `out` (destination rows
-/// `c0 ..`, packed).
+/// `c0 ..`, packed), in 16×16 blocks ([`block16`]) and the rest one element at a time.
 fn tile(src: &[f32], rows: usize, ld: usize, c0: usize, out: &mut [f32]) {
     let width = out.len() / rows;
-    let (full_r, full_c) = (rows / 8 * 8, width / 8 * 8);
+    let (full_r, full_c) = (rows / 16 * 16, width / 16 * 16);
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
-        for r in (0..full_r).step_by(8) {
-            for c in (0..full_c).step_by(8) {
-                // SAFETY: AVX is present (checked above). The block reads rows r..r+8 at
-                // columns c0+c..c0+c+8, all inside `src` (r + 7 < rows, c0 + c + 7 < cols, and
-                // src holds (rows-1)·ld + cols floats, asserted by `transpose`); it writes rows
-                // c..c+8 of `out` at columns r..r+8, inside its width × rows floats.
-                unsafe { block8(src.as_ptr().add(r * ld + c0 + c), ld, out.as_mut_ptr().add(c * rows + r), rows) };
+        for r in (0..full_r).step_by(16) {
+            for c in (0..full_c).step_by(16) {
+                // SAFETY: AVX is present (checked above). The block reads rows r..r+16 at
+                // columns c0+c..c0+c+16, all inside `src` (r + 15 < rows, c0 + c + 15 < cols,
+                // and src holds (rows-1)·ld + cols floats, asserted by `transpose`); it writes
+                // rows c..c+16 of `out` at columns r..r+16, inside its width × rows floats.
+                unsafe { block16(src.as_ptr().add(r * ld + c0 + c), ld, out.as_mut_ptr().add(c * rows + r), rows) };
             }
         }
         edges(src, rows, ld, c0, out, full_r, full_c);
@@ -66,6 +66,34 @@ fn edges(src: &[f32], rows: usize, ld: usize, c0: usize, out: &mut [f32], full_r
         for r in r_from..rows {
             out[c * rows + r] = src[r * ld + c0 + c];
         }
+    }
+}
+
+/// One 16×16 block: `dst[j * ldd + i] = src[i * lds + j]`, as four 8×8 blocks into a local
+/// buffer, then 16 whole rows out. Each source row's 64 bytes are read by two consecutive
+/// 8×8 blocks and each destination row's 64 bytes are written at once: with a row stride of
+/// a power of two (4 KiB for 1024 floats) all the rows of a block fall in one set of the L1
+/// cache, and 8×8 blocks straight into `dst` evicted each half-written line before its other
+/// half came (1.1 ns per element on a 1024 × 1024 matrix in W3's profile).
+///
+/// # Safety
+/// AVX must be available; `src` must be readable for 16 rows of 16 floats at stride `lds`,
+/// and `dst` writable for 16 rows of 16 floats at stride `ldd`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn block16(src: *const f32, lds: usize, dst: *mut f32, ldd: usize) {
+    let mut tmp = [0f32; 256];
+    let t = tmp.as_mut_ptr();
+    // SAFETY: the four 8×8 corners of the caller's 16×16 source block, into the 16×16 `tmp`.
+    unsafe {
+        block8(src, lds, t, 16);
+        block8(src.add(8), lds, t.add(8 * 16), 16);
+        block8(src.add(8 * lds), lds, t.add(8), 16);
+        block8(src.add(8 * lds + 8), lds, t.add(8 * 16 + 8), 16);
+    }
+    for j in 0..16 {
+        // SAFETY: row j of `tmp` into row j of the caller's 16×16 destination block.
+        unsafe { std::ptr::copy_nonoverlapping(t.add(j * 16), dst.add(j * ldd), 16) };
     }
 }
 
