@@ -75,6 +75,30 @@ fn contiguous_copies_only_when_needed() {
 }
 
 #[test]
+fn a_transposed_view_copies_to_the_transpose_of_its_storage() {
+    // The blocked transpose (sides of 8 and more, partial blocks and tiles), a batch of
+    // matrices, a narrowed view with an offset and a longer row, and a small one that goes
+    // element by element; each against the definition.
+    for (rows, cols) in [(9, 13), (64, 70), (3, 40), (8, 8)] {
+        let t = iota(&[rows, cols]).transpose(0, 1).unwrap().contiguous().unwrap();
+        let want: Vec<f32> = (0..rows * cols).map(|i| ((i % rows) * cols + i / rows) as f32).collect();
+        assert_eq!(t.to_vec(), want, "[{rows}, {cols}]ᵀ");
+    }
+    let (b, r, c) = (3, 20, 17);
+    let t = iota(&[b, r, c]).transpose(1, 2).unwrap().contiguous().unwrap();
+    assert_eq!(t.shape(), &[b, c, r]);
+    let v = t.to_vec();
+    for (i, &got) in v.iter().enumerate() {
+        let (k, j, q) = (i / (c * r), (i / r) % c, i % r);
+        assert_eq!(got, (k * r * c + q * c + j) as f32, "batch {k} at ({j}, {q})");
+    }
+    // Columns 2 .. 2 + 12 of a [30, 19] matrix, transposed: offset 2, row stride 19.
+    let t = iota(&[30, 19]).narrow(1, 2, 12).unwrap().transpose(0, 1).unwrap().contiguous().unwrap();
+    let want: Vec<f32> = (0..12 * 30).map(|i| ((i % 30) * 19 + 2 + i / 30) as f32).collect();
+    assert_eq!(t.to_vec(), want);
+}
+
+#[test]
 fn axis_names_work_as_axis_arguments() {
     let x = iota(&[2, 3]).with_names(&[Some("batch"), Some("feat")]).unwrap();
     assert_eq!(x.dim("feat").unwrap(), 3);

@@ -94,7 +94,7 @@ pub(crate) fn pack_b<'d>(n: usize, k: usize, b: MatRef<'_>, dst: &'d mut [f32]) 
     assert!(b.row_stride == 1 && b.fits(k, n), "pack_b: not an in-bounds transposed matrix");
     assert!(dst.len() >= k * n, "pack_b: destination too small");
     // `b`'s storage is the row-major `n × k` matrix (row stride `col_stride`) it transposes.
-    super::transpose::transpose(&b.data[b.offset..], n, k, b.col_stride as usize, dst);
+    crate::tensor::transpose::transpose(&b.data[b.offset..], n, k, b.col_stride as usize, dst);
     MatRef { data: dst, offset: 0, row_stride: n as isize, col_stride: 1 }
 }
 

@@ -21,7 +21,6 @@ pub(crate) mod simd;
 pub(crate) mod softmax;
 pub(crate) mod sort;
 pub(crate) mod ste;
-pub(crate) mod transpose;
 pub(crate) mod unfold;
 
 /// The first `n` consecutive chunks of `len` floats of `buf` (empty ones when `len` is 0): how

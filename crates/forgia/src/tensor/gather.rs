@@ -1,12 +1,27 @@
 //! The strided gather: the elements of a layout over a buffer, packed row-major (what makes a
-//! view contiguous). In parallel chunks above the pool's size threshold.
+//! view contiguous). A transposed matrix (or a batch of them) goes through the blocked
+//! transpose; other layouts in parallel chunks above the pool's size threshold.
 
 use rayon::prelude::*;
 
 use super::layout::{for_each_offset, offset_of};
+use super::transpose::transpose;
 use super::{buffer, Layout, Size};
 use crate::error::Result;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
+
+/// `(rows, cols, ld)` when the last two axes of `layout` are a transposed matrix worth the
+/// blocked transpose: element `(i, j)` at `i + j·ld` with `ld >= rows`, both sides at least 8
+/// (smaller ones go element by element as before).
+fn transposed_matrices(layout: &Layout) -> Option<(usize, usize, usize)> {
+    let r = layout.rank();
+    if r < 2 {
+        return None;
+    }
+    let (rows, cols) = (layout.shape[r - 2], layout.shape[r - 1]);
+    let ld = usize::try_from(layout.strides[r - 1]).ok()?;
+    (layout.strides[r - 2] == 1 && rows >= 8 && cols >= 8 && ld >= rows).then_some((rows, cols, ld))
+}
 
 /// The elements of `layout` over `src`, packed row-major, for op `op`.
 ///
@@ -22,6 +37,15 @@ pub(crate) fn gather(op: &'static str, src: &[f32], layout: &Layout) -> Result<V
     }
     Size::work(op, &layout.shape, &[n])?;
     let rank = layout.rank();
+    if let Some((rows, cols, ld)) = transposed_matrices(layout) {
+        // Each matrix of the view is the transpose of a row-major `cols × rows` block.
+        let mut out = buffer(op, n)?;
+        for (b, block) in out.chunks_mut(rows * cols).enumerate() {
+            let base = offset_of(layout, b * rows * cols);
+            transpose(&src[base..], cols, rows, ld, block);
+        }
+        return Ok(out);
+    }
     if n >= PARALLEL_ELEMENTS && rank > 0 {
         let inner = layout.shape[rank - 1];
         let stride = layout.strides[rank - 1];

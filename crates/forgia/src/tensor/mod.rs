@@ -14,6 +14,7 @@ mod reduce_plan;
 mod saved;
 pub(crate) mod size;
 mod storage;
+pub(crate) mod transpose;
 mod var;
 
 use std::borrow::Cow;

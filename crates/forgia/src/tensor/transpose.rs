@@ -1,9 +1,10 @@
 //! Matrix transposition into a packed buffer, in 16×16 blocks of 8×8 register transposes
 //! (AVX) inside 64-column tiles, split between the pool's threads for large matrices.
 //!
-//! The `gemm` crate packs an operand that is not contiguous along the output's rows one
-//! element at a time; transposing it here first costs a fraction of that (see
-//! `kernels::gemm::packs_b`).
+//! Two users: the strided gather, for a view whose last two axes are a transposed matrix
+//! (`w.t().contiguous()`), and the products, for a transposed right operand: the `gemm`
+//! crate packs such an operand one element at a time, and transposing it here first costs a
+//! fraction of that (see `kernels::gemm::packs_b`).
 
 use rayon::prelude::*;
 
