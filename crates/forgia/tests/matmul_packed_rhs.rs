@@ -1,7 +1,8 @@
 //! A product whose right operand is a transposed matrix (a linear layer's `x · Wᵀ`, every
 //! matmul's left gradient `gy · Bᵀ`) reads that operand from a packed copy once it has 16 rows
 //! or more (`kernels::gemm::packs_b`): such products match an f64 product on plain, strided,
-//! offset and batched operands, and through `linear` forward and backward.
+//! offset and batched operands, and through `linear` forward and backward; a broadcast operand
+//! (column stride 0) is no transposed matrix and is read in place.
 
 mod common;
 
@@ -77,4 +78,19 @@ fn linear_forward_and_its_input_gradient_match_f64() {
     y.mul(&Tensor::from_vec(g.clone(), &[m, n]).unwrap()).unwrap().sum_all().backward().unwrap();
     let wt: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
     assert_close(&x.grad().unwrap().to_vec(), &reference(m, k, n, &g, &wt), n, "linear input gradient");
+}
+
+#[test]
+fn a_broadcast_right_operand_is_read_in_place_and_matches_f64() {
+    // A [k, 1] column broadcast to [k, n]: row stride 1, column stride 0 (no transposed
+    // matrix, whatever its row stride says), with enough rows that a transposed one would be
+    // packed.
+    let (m, n, k) = (32, 24, 50);
+    let col = lcg(k, 10, 1.0);
+    let b = Tensor::from_vec(col.clone(), &[k, 1]).unwrap().broadcast_to(&[k, n]).unwrap();
+    let a = lcg(m * k, 11, 1.0);
+    let out = Tensor::from_vec(a.clone(), &[m, k]).unwrap().matmul(&b).unwrap();
+    // As `a · wᵀ` with every row of `w` the column.
+    let w: Vec<f32> = (0..n * k).map(|i| col[i % k]).collect();
+    assert_close(&out.to_vec(), &reference(m, n, k, &a, &w), k, "broadcast");
 }

@@ -74,8 +74,8 @@ pub(crate) fn gemm(
 const PACK_B_MIN_ROWS: usize = 16;
 
 /// Whether an `m`-row product should read `b` from a packed row-major copy ([`pack_b`], into
-/// a buffer the op allocates): when `b` is a transposed matrix (`Wᵀ` read in place, row
-/// stride 1) and the product has [`PACK_B_MIN_ROWS`] rows or more.
+/// a buffer the op allocates): when `b` is a transposed matrix (`Wᵀ` read in place: row
+/// stride 1, column stride at least `k`) and the product has [`PACK_B_MIN_ROWS`] rows or more.
 ///
 /// The `gemm` crate computes a row-major product as its transpose, so `b` becomes the operand
 /// it loads in vectors along the output's rows; when `b` is not contiguous along them the
@@ -83,7 +83,9 @@ const PACK_B_MIN_ROWS: usize = 16;
 /// in 8×8 register blocks costs a fraction of that (`cargo bench -p forgia --bench gemm --
 /// transposed_rhs`; figures in docs/BENCHMARKS.md).
 pub(crate) fn packs_b(m: usize, n: usize, k: usize, b: &MatRef<'_>) -> bool {
-    b.row_stride == 1 && b.col_stride != 1 && m >= PACK_B_MIN_ROWS && n > 0 && k > 0
+    // A column stride below `k` is no transposed matrix: a broadcast (stride 0) or overlapping
+    // view, read in place as before.
+    b.row_stride == 1 && k >= 2 && b.col_stride >= k as isize && m >= PACK_B_MIN_ROWS && n > 0
 }
 
 /// `b` (`k × n`, a transposed matrix: see [`packs_b`]) transposed into the first `k · n`
@@ -207,5 +209,9 @@ mod tests {
         assert!(!packs_b(15, 8, 8, &bt), "a product of few rows reads the operand in place");
         let b = MatRef { data: &w, offset: 0, row_stride: 8, col_stride: 1 };
         assert!(!packs_b(64, 8, 8, &b), "a row-major operand is read in place");
+        let broadcast = MatRef { data: &w, offset: 0, row_stride: 1, col_stride: 0 };
+        assert!(!packs_b(64, 8, 8, &broadcast), "a column broadcast (stride 0) is read in place");
+        let overlapping = MatRef { data: &w, offset: 0, row_stride: 1, col_stride: 4 };
+        assert!(!packs_b(64, 8, 8, &overlapping), "a view whose columns overlap is read in place");
     }
 }
