@@ -51,12 +51,21 @@ fn gemm_2048(c: &mut Criterion) {
     group.finish();
 }
 
-/// The `gemm` crate on a row-major `m × n` output of `aᵀ · b` (`a` stored `[k, m]`, `b`
-/// `[k, n]`, both row-major): forgia's call before the inner-dimension split.
-fn crate_at_b(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], out: &mut [f32], threads: usize) {
+/// The `gemm` crate on a row-major `m × n` output of `a · b`, each operand given by its
+/// (row, column) strides over its slice: forgia's call before the inner-dimension split or
+/// the packed transposed operand.
+fn crate_product(
+    (m, n, k): (usize, usize, usize),
+    (a, a_rs, a_cs): (&[f32], usize, usize),
+    (b, b_rs, b_cs): (&[f32], usize, usize),
+    out: &mut [f32],
+    threads: usize,
+) {
+    assert!(a.len() > (m - 1) * a_rs + (k - 1) * a_cs && b.len() > (k - 1) * b_rs + (n - 1) * b_cs);
+    assert!(out.len() >= m * n);
     let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    // SAFETY: `a` is k×m, `b` is k×n and `out` m×n, all row-major; `out` is exclusively
-    // borrowed and aliases neither input.
+    // SAFETY: both operands' reads lie inside their slices (asserted above) and `out` holds the
+    // m×n row-major output; it is exclusively borrowed and aliases neither input.
     unsafe {
         gemm::gemm(
             m,
@@ -67,11 +76,11 @@ fn crate_at_b(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], out: &mut [f32
             n as isize,
             false,
             a.as_ptr(),
-            m as isize,
-            1,
+            a_cs as isize,
+            a_rs as isize,
             b.as_ptr(),
-            1,
-            n as isize,
+            b_cs as isize,
+            b_rs as isize,
             0.0,
             1.0,
             false,
@@ -101,42 +110,10 @@ fn weight_gradients(c: &mut Criterion) {
         group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
         group.bench_function(format!("forgia_{m}x{k}x{n}"), |bench| bench.iter(|| gyt.matmul(&x).unwrap()));
         group.bench_function(format!("crate_unsplit_{m}x{k}x{n}"), |bench| {
-            bench.iter(|| crate_at_b(m, n, k, &gv, &xv, &mut out, threads))
+            bench.iter(|| crate_product((m, n, k), (&gv, 1, m), (&xv, n, 1), &mut out, threads))
         });
     }
     group.finish();
-}
-
-/// The `gemm` crate on a row-major `m × n` output of `x · wᵀ` (`x` stored `[m, k]`, `w`
-/// `[n, k]`, both row-major), reading `wᵀ` in place: what forgia called before it packed a
-/// transposed right operand.
-fn crate_a_bt(m: usize, n: usize, k: usize, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
-    let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    // SAFETY: `x` is m×k, `w` is n×k and `out` m×n, all row-major; `out` is exclusively
-    // borrowed and aliases neither input.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            out.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            x.as_ptr(),
-            1,
-            k as isize,
-            w.as_ptr(),
-            k as isize,
-            1,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            par,
-        )
-    }
 }
 
 /// Products with a transposed right operand, `x · wᵀ`: a linear layer's forward and the
@@ -157,7 +134,7 @@ fn transposed_rhs(c: &mut Criterion) {
         group.throughput(Throughput::Elements(2 * (m * n * k) as u64));
         group.bench_function(format!("forgia_{m}x{k}x{n}"), |bench| bench.iter(|| x.matmul(&wt).unwrap()));
         group.bench_function(format!("crate_in_place_{m}x{k}x{n}"), |bench| {
-            bench.iter(|| crate_a_bt(m, n, k, &xv, &wv, &mut out, threads))
+            bench.iter(|| crate_product((m, n, k), (&xv, k, 1), (&wv, 1, k), &mut out, threads))
         });
         group.throughput(Throughput::Elements((n * k) as u64));
         group.bench_function(format!("transpose_{n}x{k}"), |bench| bench.iter(|| wt.contiguous()));

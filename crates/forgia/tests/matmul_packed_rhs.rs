@@ -6,26 +6,13 @@
 
 mod common;
 
-use common::lcg;
+use common::{assert_product_close as assert_close, lcg, product_f64};
 use forgia::Tensor;
 
 /// `a · wᵀ` in f64 for a row-major `m × k` `a` and `n × k` `w`.
 fn reference(m: usize, n: usize, k: usize, a: &[f32], w: &[f32]) -> Vec<f64> {
-    let mut c = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            c[i * n + j] = (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(w[j * k + p])).sum();
-        }
-    }
-    c
-}
-
-fn assert_close(got: &[f32], want: &[f64], k: usize, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let tol = 1e-5 * (k as f64).sqrt();
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((f64::from(*g) - w).abs() <= tol * (1.0 + w.abs()), "{what} [{i}]: {g} vs {w}");
-    }
+    let wt: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
+    product_f64(m, n, k, a, &wt)
 }
 
 #[test]
@@ -76,8 +63,7 @@ fn linear_forward_and_its_input_gradient_match_f64() {
     // loss = Σ y ∘ g: gx = g · W (row-major W, read in place), gW = gᵀ · x.
     let g = lcg(m * n, 9, 1.0);
     y.mul(&Tensor::from_vec(g.clone(), &[m, n]).unwrap()).unwrap().sum_all().backward().unwrap();
-    let wt: Vec<f32> = (0..k * n).map(|i| w[(i % n) * k + i / n]).collect();
-    assert_close(&x.grad().unwrap().to_vec(), &reference(m, k, n, &g, &wt), n, "linear input gradient");
+    assert_close(&x.grad().unwrap().to_vec(), &product_f64(m, k, n, &g, &w), n, "linear input gradient");
 }
 
 #[test]

@@ -6,30 +6,8 @@
 
 mod common;
 
-use common::lcg;
+use common::{assert_product_close as assert_close, lcg, product_f64 as reference};
 use forgia::{checkpoint, BackwardOptions, Tensor};
-
-/// `a · b` in f64 for a row-major `m × k` `a` and `k × n` `b`.
-fn reference(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f64> {
-    let mut c = vec![0.0; m * n];
-    for i in 0..m {
-        for p in 0..k {
-            let x = f64::from(a[i * k + p]);
-            for j in 0..n {
-                c[i * n + j] += x * f64::from(b[p * n + j]);
-            }
-        }
-    }
-    c
-}
-
-fn assert_close(got: &[f32], want: &[f64], k: usize, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let tol = 1e-5 * (k as f64).sqrt();
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((f64::from(*g) - w).abs() <= tol * (1.0 + w.abs()), "{what} [{i}]: {g} vs {w}");
-    }
-}
 
 #[test]
 fn a_transposed_product_with_a_long_inner_dimension_matches_f64() {

@@ -29,6 +29,30 @@ pub fn lcg(n: usize, seed: u64, scale: f32) -> Vec<f32> {
         .collect()
 }
 
+/// `a · b` in f64 for a row-major `m × k` `a` and `k × n` `b`.
+pub fn product_f64(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let x = f64::from(a[i * k + p]);
+            for j in 0..n {
+                c[i * n + j] += x * f64::from(b[p * n + j]);
+            }
+        }
+    }
+    c
+}
+
+/// Asserts that an f32 product with inner dimension `k` is within `1e-5 · √k` (relative, plus
+/// an absolute floor of the same size) of its f64 reference.
+pub fn assert_product_close(got: &[f32], want: &[f64], k: usize, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let tol = 1e-5 * (k as f64).sqrt();
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((f64::from(*g) - w).abs() <= tol * (1.0 + w.abs()), "{what} [{i}]: {g} vs {w}");
+    }
+}
+
 /// A variable of `shape` drawn from N(0, 1) with `Rng::new(seed)`.
 pub fn normal_var(shape: &[usize], seed: u64) -> Tensor {
     Tensor::randn(shape, 0.0, 1.0, &mut Rng::new(seed)).unwrap().into_variable()
