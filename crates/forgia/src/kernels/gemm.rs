@@ -80,7 +80,7 @@ const PACK_B_MIN_ROWS: usize = 16;
 /// The `gemm` crate computes a row-major product as its transpose, so `b` becomes the operand
 /// it loads in vectors along the output's rows; when `b` is not contiguous along them the
 /// crate packs it one element at a time, on every thread that needs it. Transposing it first
-/// in 8×8 register blocks costs a fraction of that (`cargo bench -p forgia --bench gemm --
+/// with the blocked `tensor::transpose` costs a fraction of that (`cargo bench -p forgia --bench gemm --
 /// transposed_rhs`; figures in docs/BENCHMARKS.md).
 pub(crate) fn packs_b(m: usize, n: usize, k: usize, b: &MatRef<'_>) -> bool {
     // A column stride below `k` is no transposed matrix: a broadcast (stride 0) or overlapping
