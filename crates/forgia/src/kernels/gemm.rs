@@ -27,8 +27,10 @@ impl MatRef<'_> {
     }
 }
 
+mod broadcast;
 mod split_k;
 
+pub(crate) use broadcast::has_broadcast_operand;
 pub(crate) use split_k::{gemm_split_k, split_k_scratch};
 
 impl<'a> MatRef<'a> {
@@ -101,7 +103,8 @@ pub(crate) fn pack_b<'d>(n: usize, k: usize, b: MatRef<'_>, dst: &'d mut [f32]) 
 }
 
 /// [`gemm()`] on the calling thread, letting the crate split the output over `threads` threads of
-/// the current rayon pool (the caller is on the library's pool when `threads > 1`).
+/// the current rayon pool (the caller is on the library's pool when `threads > 1`). A product
+/// with a broadcast operand is computed without the full product (`broadcast`).
 fn gemm_on(
     m: usize,
     n: usize,
@@ -124,6 +127,26 @@ fn gemm_on(
         }
         return;
     }
+    if !accumulate && broadcast::product(m, n, k, a, b, c, alpha) {
+        return;
+    }
+    crate_gemm(m, n, k, a, b, c, accumulate, alpha, threads);
+}
+
+/// The `gemm` crate's product, `c = c · [accumulate] + alpha · a · b`, for non-empty sizes.
+fn crate_gemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: MatRef<'_>,
+    b: MatRef<'_>,
+    c: &mut [f32],
+    accumulate: bool,
+    alpha: f32,
+    threads: usize,
+) {
+    assert!(m > 0 && n > 0 && k > 0 && a.fits(m, k) && b.fits(k, n), "crate_gemm: empty or out-of-bounds operand");
+    assert!(m.checked_mul(n).is_some_and(|mn| c.len() >= mn), "gemm output too small");
     let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // SAFETY: the bounds of every operand were asserted above for the given strides and
     // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the

@@ -71,7 +71,7 @@ impl Tensor {
         if !crate::autograd::skip_final_product() {
             let mut scratch = crate::tensor::Scratch::new(OP, split_k_scratch(m, n, k))?;
             let mut packed = None;
-            let wt = super::matmul::rhs(OP, (m, n, k), wt, &mut packed)?;
+            let wt = super::matmul::rhs(OP, (m, n, k), &xm, wt, &mut packed)?;
             gemm_split_k(m, n, k, xm, wt, &mut out, false, 1.0, &mut scratch);
             if let Some(b) = bias {
                 // Added after the product rather than accumulated onto bias rows: the `gemm`

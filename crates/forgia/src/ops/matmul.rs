@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, Error, ErrorKind, Result};
-use crate::kernels::gemm::{gemm, gemm_split_k, pack_b, packs_b, split_k_scratch, MatRef};
+use crate::kernels::gemm::{gemm, gemm_split_k, has_broadcast_operand, pack_b, packs_b, split_k_scratch, MatRef};
 use crate::parallel;
 use crate::tensor::layout::{broadcast_shapes, numel, offset_of};
 use crate::tensor::{names, Array, Layout, Names, Scratch, Shape, Size};
@@ -29,18 +29,20 @@ fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
     }
 }
 
-/// `b` as an `m`-row product best reads it: in place, or, when it is a transposed matrix,
-/// from a packed copy in a new `slot` (see [`packs_b`]).
+/// `b` as the product `a · b` best reads it: in place, or, when it is a transposed matrix,
+/// from a packed copy in a new `slot` (see [`packs_b`]; a product with a broadcast operand
+/// reads it once, in place: see `kernels::gemm::broadcast`).
 ///
 /// # Errors
 /// `OutOfMemory` (for `op`) when the copy cannot be allocated.
 pub(super) fn rhs<'a>(
     op: &'static str,
     (m, n, k): (usize, usize, usize),
+    a: &MatRef<'_>,
     b: MatRef<'a>,
     slot: &'a mut Option<Scratch>,
 ) -> Result<MatRef<'a>> {
-    if !packs_b(m, n, k, &b) {
+    if !packs_b(m, n, k, &b) || has_broadcast_operand(m, n, k, a, &b) {
         return Ok(b);
     }
     Ok(pack_b(n, k, b, slot.insert(Scratch::new(op, k * n)?)))
@@ -69,8 +71,9 @@ fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n
         for (bi, c) in out.chunks_mut(m * n).enumerate() {
             let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
             let mut packed = None;
-            let bm = rhs("matmul", (m, n, k), mat(b, ob, rb), &mut packed)?;
-            gemm_split_k(m, n, k, mat(a, oa, ra), bm, c, false, 1.0, &mut scratch);
+            let am = mat(a, oa, ra);
+            let bm = rhs("matmul", (m, n, k), &am, mat(b, ob, rb), &mut packed)?;
+            gemm_split_k(m, n, k, am, bm, c, false, 1.0, &mut scratch);
         }
     }
     Ok(out)

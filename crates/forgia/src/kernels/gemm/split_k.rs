@@ -67,7 +67,8 @@ pub(crate) fn gemm_split_k(
     alpha: f32,
     scratch: &mut [f32],
 ) {
-    let parts = parts(m, n, k);
+    // A broadcast operand makes the product a sum over `k` and an outer product: nothing to split.
+    let parts = if super::has_broadcast_operand(m, n, k, &a, &b) { 1 } else { parts(m, n, k) };
     if parts == 1 {
         return super::gemm(m, n, k, a, b, c, accumulate, alpha);
     }

@@ -1,0 +1,189 @@
+//! Products with a broadcast operand: an operand whose stride along an axis is 0 repeats one
+//! vector, so the product is an outer product or a matrix–vector product repeated, computed
+//! in `O(mk + kn + mn)` instead of `O(mnk)`.
+//!
+//! Such operands are common in backward passes: the gradient of `y.sum()` reaches `y`'s op as
+//! a constant `[m, n]` view of one element (both strides 0), so `gV = hᵀ · gy` and
+//! `gh = gy · Vᵀ` of a product before the sum are both of this kind. XLA rewrites dots of
+//! broadcasts the same way.
+//!
+//! For `c = alpha · a · b` with `a` `m × k` and `b` `k × n`:
+//! - `a` constant along `k` (column stride 0): `c[i, j] = alpha · a[i, 0] · Σ_p b[p, j]`;
+//! - `b` constant along `k` (row stride 0): `c[i, j] = alpha · (Σ_p a[i, p]) · b[0, j]`;
+//! - `a` constant along `m` (row stride 0): every row of `c` is `alpha · a[0, :] · b`;
+//! - `b` constant along `n` (column stride 0): every column of `c` is `alpha · a · b[:, 0]`.
+//!
+//! The sums and the one matrix–vector product are the `gemm` crate's, computed into the first
+//! row or column of `c` itself (which then needs no scratch), and spread from there.
+
+use super::{crate_gemm, MatRef};
+
+/// The operand of ones a sum over `k` multiplies by: one element read with both strides 0.
+static ONE: [f32; 1] = [1.0];
+
+/// Which of the module doc's forms a product takes, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// `a` constant along `k`: an outer product of `a`'s column and `b`'s column sums.
+    LhsAlongK,
+    /// `b` constant along `k`: an outer product of `a`'s row sums and `b`'s row.
+    RhsAlongK,
+    /// `a`'s rows all equal: one row of output, repeated.
+    LhsRows,
+    /// `b`'s columns all equal: one column of output, repeated.
+    RhsCols,
+}
+
+fn form(m: usize, n: usize, k: usize, a: &MatRef<'_>, b: &MatRef<'_>) -> Option<Form> {
+    if m == 0 || n == 0 || k == 0 {
+        return None;
+    }
+    if k >= 2 && a.col_stride == 0 {
+        Some(Form::LhsAlongK)
+    } else if k >= 2 && b.row_stride == 0 {
+        Some(Form::RhsAlongK)
+    } else if m >= 2 && a.row_stride == 0 {
+        Some(Form::LhsRows)
+    } else if n >= 2 && b.col_stride == 0 {
+        Some(Form::RhsCols)
+    } else {
+        None
+    }
+}
+
+/// True when [`product`] computes this product (an operand is a broadcast along an axis of
+/// more than one element); the op then reads a transposed `b` in place rather than packing it.
+pub(crate) fn has_broadcast_operand(m: usize, n: usize, k: usize, a: &MatRef<'_>, b: &MatRef<'_>) -> bool {
+    form(m, n, k, a, b).is_some()
+}
+
+/// `c = alpha · a · b` into the packed `m × n` block `c` when an operand is a broadcast (see
+/// the module doc); false, with `c` untouched, when none is. The caller has checked the
+/// operands' bounds.
+pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>, c: &mut [f32], alpha: f32) -> bool {
+    let Some(form) = form(m, n, k, &a, &b) else {
+        return false;
+    };
+    let c = &mut c[..m * n];
+    let one = MatRef { data: &ONE, offset: 0, row_stride: 0, col_stride: 0 };
+    let at =
+        |t: &MatRef<'_>, i: usize, j: usize| t.data[t.offset + i * t.row_stride as usize + j * t.col_stride as usize];
+    match form {
+        Form::LhsAlongK => {
+            // Row 0 of `c` takes the column sums of `b`, then scales into every row.
+            crate_gemm(1, n, k, one, b, &mut c[..n], false, alpha, 1);
+            let (sums, rest) = c.split_at_mut(n);
+            for (i, row) in rest.chunks_exact_mut(n).enumerate() {
+                let ai = at(&a, i + 1, 0);
+                row.iter_mut().zip(&*sums).for_each(|(y, s)| *y = ai * s);
+            }
+            let a0 = at(&a, 0, 0);
+            sums.iter_mut().for_each(|s| *s *= a0);
+        }
+        Form::RhsAlongK => {
+            // The first `m` floats take `a`'s row sums (an `m × 1` output), then each row is
+            // written from the last: row `i` starts at `i · n ≥ i`, past every sum still needed.
+            crate_gemm(m, 1, k, a, one, &mut c[..m], false, alpha, 1);
+            for i in (0..m).rev() {
+                let (ri, row) = (c[i], i * n..(i + 1) * n);
+                match b.col_stride {
+                    0 => c[row].fill(ri * at(&b, 0, 0)),
+                    1 => c[row].iter_mut().zip(&b.data[b.offset..b.offset + n]).for_each(|(y, x)| *y = ri * x),
+                    _ => c[row].iter_mut().enumerate().for_each(|(j, y)| *y = ri * at(&b, 0, j)),
+                }
+            }
+        }
+        Form::LhsRows => {
+            crate_gemm(1, n, k, a, b, &mut c[..n], false, alpha, 1);
+            let (first, rest) = c.split_at_mut(n);
+            rest.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(first));
+        }
+        Form::RhsCols => {
+            crate_gemm(m, 1, k, a, b, &mut c[..m], false, alpha, 1);
+            for i in (0..m).rev() {
+                let ui = c[i];
+                c[i * n..(i + 1) * n].fill(ui);
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `alpha · a · b` in f64, reading both operands through their strides.
+    fn naive(m: usize, n: usize, k: usize, a: &MatRef<'_>, b: &MatRef<'_>, alpha: f32) -> Vec<f64> {
+        let at = |t: &MatRef<'_>, i: usize, j: usize| {
+            f64::from(t.data[t.offset + i * t.row_stride as usize + j * t.col_stride as usize])
+        };
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = f64::from(alpha) * (0..k).map(|p| at(a, i, p) * at(b, p, j)).sum::<f64>();
+            }
+        }
+        c
+    }
+
+    fn values(len: usize, salt: usize) -> Vec<f32> {
+        (0..len).map(|i| ((i * 7 + salt) % 23) as f32 / 11.0 - 1.0).collect()
+    }
+
+    /// Every form, on odd sizes, with offsets, a transposed dense operand and `alpha`, against
+    /// f64 and against the crate reading the same views.
+    #[test]
+    fn each_broadcast_form_matches_the_full_product() {
+        let data_a = values(70_000, 1);
+        let data_b = values(70_000, 2);
+        for &(m, n, k) in &[(2, 2, 2), (17, 33, 9), (64, 256, 256), (5, 1, 40), (1, 7, 300)] {
+            let dense_a = MatRef { data: &data_a, offset: 3, row_stride: 1, col_stride: m as isize }; // aᵀ stored
+            let dense_b = MatRef { data: &data_b, offset: 5, row_stride: n as isize, col_stride: 1 };
+            let cases = [
+                ("a constant along k", MatRef { col_stride: 0, row_stride: 1, ..dense_a }, dense_b),
+                ("a one element", MatRef { col_stride: 0, row_stride: 0, ..dense_a }, dense_b),
+                ("b constant along k", dense_a, MatRef { row_stride: 0, ..dense_b }),
+                ("b one element", dense_a, MatRef { row_stride: 0, col_stride: 0, ..dense_b }),
+                ("a's rows equal", MatRef { row_stride: 0, col_stride: 1, ..dense_a }, dense_b),
+                ("b's columns equal", dense_a, MatRef { col_stride: 0, row_stride: 1, ..dense_b }),
+            ];
+            for (what, a, b) in cases {
+                let want = naive(m, n, k, &a, &b, 0.5);
+                let mut c = vec![f32::NAN; m * n];
+                let took = product(m, n, k, a, b, &mut c, 0.5);
+                assert_eq!(took, form(m, n, k, &a, &b).is_some(), "{what} {m}x{n}x{k}");
+                if !took {
+                    continue; // a broadcast along an axis of one element: the crate's product
+                }
+                let mut full = vec![0.0; m * n];
+                crate_gemm(m, n, k, a, b, &mut full, false, 0.5, 1);
+                for i in 0..m * n {
+                    let tol = 1e-5 * (1.0 + want[i].abs()) * (k as f64).sqrt();
+                    assert!(
+                        (f64::from(c[i]) - want[i]).abs() <= tol,
+                        "{what} {m}x{n}x{k} [{i}]: {} vs {}",
+                        c[i],
+                        want[i]
+                    );
+                    assert!(f64::from((c[i] - full[i]).abs()) <= tol, "{what} {m}x{n}x{k} [{i}] against the crate");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dense_operands_and_broadcasts_over_one_element_take_the_crate() {
+        let d = values(64, 3);
+        let dense = MatRef { data: &d, offset: 0, row_stride: 8, col_stride: 1 };
+        assert!(!has_broadcast_operand(8, 8, 8, &dense, &dense));
+        // A stride of 0 along an axis of size 1 repeats nothing.
+        let col = MatRef { data: &d, offset: 0, row_stride: 1, col_stride: 0 };
+        assert!(!has_broadcast_operand(8, 8, 1, &col, &MatRef { row_stride: 0, ..dense }));
+        assert!(!has_broadcast_operand(1, 8, 8, &MatRef { row_stride: 0, ..dense }, &dense));
+        assert!(!has_broadcast_operand(0, 8, 8, &col, &dense), "an empty product");
+        let mut c = [7.0f32; 64];
+        assert!(!product(8, 8, 8, dense, dense, &mut c, 1.0));
+        assert_eq!(c, [7.0; 64], "an untaken product leaves c alone");
+    }
+}
