@@ -3,17 +3,23 @@
 //! thread per pool thread ([`forgia::num_threads`], so `--threads` applies) runs a loop of
 //! fused multiply-adds on 12 independent accumulators (enough to cover the FMA latency times
 //! the two FMA ports of a core), with the widest instruction set the CPU reports at run time:
-//! AVX-512F, else AVX2 with FMA, else scalar code. The line:
-//! `name=peak impl=forgia median_ms=<x> extra=gflops=<g>,isa=<avx512|avx2|scalar>,threads=<t>`.
+//! AVX-512F, else AVX2 with FMA, else scalar code. A second probe, `loaded_gflops`, runs a
+//! GEMM microkernel's register tile on operands in L1 ([`tile`]). The line:
+//! `name=peak impl=forgia median_ms=<x> extra=gflops=<g>,loaded_gflops=<l>,isa=<avx512|avx2|scalar>,threads=<t>`
+//! (`median_ms` is the register-only probe's).
 
 use std::sync::Barrier;
 
 use super::{line, median_ms};
 
+mod tile;
+
 /// Independent accumulator registers per thread.
 const ACCUMULATORS: usize = 12;
 /// Loop trips per thread and repetition (about 15 ms on one AVX-512 core at 4 GHz).
 const TRIPS: u64 = 1 << 23;
+/// Passes of the loaded probe per thread and repetition (about 17 ms at 190 GFLOP/s).
+const PASSES: u64 = 1 << 16;
 /// The recurrence `acc = acc · A + B` (exact binary fractions, `B = 1 - A`) climbs from 0
 /// towards 1: `1 - Aᵗ` after `t` trips.
 const A: f32 = 1.0 - B;
@@ -136,16 +142,16 @@ mod x86 {
     }
 }
 
-/// Runs the probe on `threads` threads at once, each `trips` trips; the threads start
-/// together behind a barrier and the call returns when the last one is done.
-fn run_all(isa: Isa, threads: usize, trips: u64) -> f32 {
+/// Runs `probe` on `threads` threads at once; the threads start together behind a barrier
+/// and the call returns when the last one is done, with the sum of what they returned.
+fn run_all(threads: usize, probe: impl Fn() -> f32 + Sync) -> f32 {
     let start = Barrier::new(threads);
     std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
                     start.wait();
-                    isa.run(trips)
+                    probe()
                 })
             })
             .collect();
@@ -155,21 +161,28 @@ fn run_all(isa: Isa, threads: usize, trips: u64) -> f32 {
 
 /// `forgia bench peak`: the median time of one probe over every thread, as GFLOP/s.
 pub(crate) fn peak(reps: usize) -> Result<String, forgia::Error> {
-    probe_line(Isa::detect(), forgia::num_threads(), TRIPS, reps)
+    probe_line(Isa::detect(), forgia::num_threads(), (TRIPS, PASSES), reps)
 }
 
-/// The workload line of `reps` (at least) probes of `trips` trips on `threads` threads.
-fn probe_line(isa: Isa, threads: usize, trips: u64, reps: usize) -> Result<String, forgia::Error> {
+/// The workload line of `reps` (at least) probes of `trips` trips, and as many loaded probes
+/// of `passes` passes, on `threads` threads.
+fn probe_line(isa: Isa, threads: usize, (trips, passes): (u64, u64), reps: usize) -> Result<String, forgia::Error> {
     let ms = median_ms(reps, || {
-        std::hint::black_box(run_all(isa, threads, trips));
+        std::hint::black_box(run_all(threads, || isa.run(trips)));
+        Ok(())
+    })?;
+    let loaded_ms = median_ms(reps, || {
+        std::hint::black_box(run_all(threads, || tile::run(isa, passes)));
         Ok(())
     })?;
     let flops = isa.flops_per_trip() * trips as f64 * threads as f64;
+    let loaded = tile::flops_per_pass(isa) * passes as f64 * threads as f64;
     Ok(line(
         "peak",
         ms,
         &[
             ("gflops", format!("{:.1}", flops / (ms * 1e-3) / 1e9)),
+            ("loaded_gflops", format!("{:.1}", loaded / (loaded_ms * 1e-3) / 1e9)),
             ("isa", isa.name().to_string()),
             ("threads", threads.to_string()),
         ],
@@ -194,15 +207,16 @@ mod tests {
             assert!((per_lane - expected(trips)).abs() < 1e-3 * expected(trips), "{isa:?}: {per_lane}");
         }
         // Every thread runs its own accumulators.
-        let per_lane = run_all(Isa::Scalar, 3, trips) / (3 * ACCUMULATORS) as f32;
+        let per_lane = run_all(3, || Isa::Scalar.run(trips)) / (3 * ACCUMULATORS) as f32;
         assert!((per_lane - expected(trips)).abs() < 1e-3 * expected(trips));
     }
 
     #[test]
     fn the_line_names_the_probe_its_throughput_and_its_isa() {
-        let line = probe_line(Isa::Scalar, 2, 100, 1).unwrap();
+        let line = probe_line(Isa::Scalar, 2, (100, 2), 1).unwrap();
         assert!(line.starts_with("name=peak impl=forgia median_ms="), "{line}");
-        assert!(line.contains("extra=gflops=") && line.ends_with(",isa=scalar,threads=2"), "{line}");
+        assert!(line.contains("extra=gflops=") && line.contains(",loaded_gflops="), "{line}");
+        assert!(line.ends_with(",isa=scalar,threads=2"), "{line}");
         assert_eq!(Isa::Scalar.flops_per_trip(), 24.0);
         assert_eq!(Isa::Avx2.flops_per_trip(), 192.0);
         assert_eq!(Isa::Avx512.flops_per_trip(), 384.0);
