@@ -30,7 +30,7 @@ fn mat(t: &Tensor, off: usize, r: usize) -> MatRef<'_> {
 }
 
 /// `b` as the product `a · b` best reads it: in place, or, when it is a transposed matrix,
-/// from a packed copy in a new `slot` (see [`packs_b`]; a product with a broadcast operand
+/// from a packed copy in `slot` (see [`packs_b`]; a product with a broadcast operand
 /// reads it once, in place: see `kernels::gemm::broadcast`).
 ///
 /// # Errors
@@ -45,7 +45,12 @@ pub(super) fn rhs<'a>(
     if !packs_b(m, n, k, &b) || has_broadcast_operand(m, n, k, a, &b) {
         return Ok(b);
     }
-    Ok(pack_b(n, k, b, slot.insert(Scratch::new(op, k * n)?)))
+    // A slot filled by an earlier matrix of the batch (same `k · n`) is reused.
+    let dst = match slot {
+        Some(dst) => dst,
+        None => slot.insert(Scratch::new(op, k * n)?),
+    };
+    Ok(pack_b(n, k, b, dst))
 }
 
 /// `a · b` over rank ≥ 2 operands (no node). Shapes are checked by the caller.
@@ -68,9 +73,9 @@ fn matmul_forward(a: &Tensor, b: &Tensor, batch: &[usize], m: usize, k: usize, n
     } else {
         // A small output with a long inner dimension (a weight's gradient) is split along it.
         let mut scratch = crate::tensor::Scratch::new("matmul", split_k_scratch(m, n, k))?;
+        let mut packed = None;
         for (bi, c) in out.chunks_mut(m * n).enumerate() {
             let (oa, ob) = (offset_of(&la, bi), offset_of(&lb, bi));
-            let mut packed = None;
             let am = mat(a, oa, ra);
             let bm = rhs("matmul", (m, n, k), &am, mat(b, ob, rb), &mut packed)?;
             gemm_split_k(m, n, k, am, bm, c, false, 1.0, &mut scratch);
