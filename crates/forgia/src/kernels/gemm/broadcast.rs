@@ -15,6 +15,11 @@
 //!
 //! The sums and the one matrix–vector product are the `gemm` crate's, computed into the first
 //! row or column of `c` itself (which then needs no scratch), and spread from there.
+//!
+//! The results are the full product's up to rounding: the sum over `k` is taken before the
+//! multiplication by the repeated factor rather than after, so the one difference beyond
+//! rounding is a sum that overflows f32 where the scaled terms would not (`1e-30 · Σ b` with
+//! `Σ b` past `3.4e38`).
 
 use super::{crate_gemm, MatRef};
 
