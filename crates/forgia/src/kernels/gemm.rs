@@ -130,16 +130,14 @@ fn gemm_on(
     if !accumulate && broadcast::product(m, n, k, a, b, c, alpha) {
         return;
     }
-    crate_gemm(m, n, k, a, b, c, accumulate, alpha, threads);
+    crate_gemm((m, n, k), (a, b), c, accumulate, alpha, threads);
 }
 
-/// The `gemm` crate's product, `c = c · [accumulate] + alpha · a · b`, for non-empty sizes.
+/// The `gemm` crate's product, `c = c · [accumulate] + alpha · a · b`, for non-empty sizes
+/// `(m, n, k)`.
 fn crate_gemm(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
+    (m, n, k): (usize, usize, usize),
+    (a, b): (MatRef<'_>, MatRef<'_>),
     c: &mut [f32],
     accumulate: bool,
     alpha: f32,

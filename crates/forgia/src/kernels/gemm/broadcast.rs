@@ -76,7 +76,7 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
     match form {
         Form::LhsAlongK => {
             // Row 0 of `c` takes the column sums of `b`, then scales into every row.
-            crate_gemm(1, n, k, one, b, &mut c[..n], false, alpha, 1);
+            crate_gemm((1, n, k), (one, b), &mut c[..n], false, alpha, 1);
             let (sums, rest) = c.split_at_mut(n);
             for (i, row) in rest.chunks_exact_mut(n).enumerate() {
                 let ai = at(&a, i + 1, 0);
@@ -88,7 +88,7 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
         Form::RhsAlongK => {
             // The first `m` floats take `a`'s row sums (an `m × 1` output), then each row is
             // written from the last: row `i` starts at `i · n ≥ i`, past every sum still needed.
-            crate_gemm(m, 1, k, a, one, &mut c[..m], false, alpha, 1);
+            crate_gemm((m, 1, k), (a, one), &mut c[..m], false, alpha, 1);
             for i in (0..m).rev() {
                 let (ri, row) = (c[i], i * n..(i + 1) * n);
                 match b.col_stride {
@@ -99,12 +99,12 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
             }
         }
         Form::LhsRows => {
-            crate_gemm(1, n, k, a, b, &mut c[..n], false, alpha, 1);
+            crate_gemm((1, n, k), (a, b), &mut c[..n], false, alpha, 1);
             let (first, rest) = c.split_at_mut(n);
             rest.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(first));
         }
         Form::RhsCols => {
-            crate_gemm(m, 1, k, a, b, &mut c[..m], false, alpha, 1);
+            crate_gemm((m, 1, k), (a, b), &mut c[..m], false, alpha, 1);
             for i in (0..m).rev() {
                 let ui = c[i];
                 c[i * n..(i + 1) * n].fill(ui);
@@ -162,7 +162,7 @@ mod tests {
                     continue; // a broadcast along an axis of one element: the crate's product
                 }
                 let mut full = vec![0.0; m * n];
-                crate_gemm(m, n, k, a, b, &mut full, false, 0.5, 1);
+                crate_gemm((m, n, k), (a, b), &mut full, false, 0.5, 1);
                 for i in 0..m * n {
                     let tol = 1e-5 * (1.0 + want[i].abs()) * (k as f64).sqrt();
                     assert!(
