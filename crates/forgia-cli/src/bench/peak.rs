@@ -59,12 +59,16 @@ impl Isa {
     /// Floating-point operations of one loop trip: a multiply and an add per lane and
     /// accumulator.
     fn flops_per_trip(self) -> f64 {
-        let lanes = match self {
+        (2 * self.lanes() * ACCUMULATORS) as f64
+    }
+
+    /// f32 lanes of one vector register.
+    fn lanes(self) -> usize {
+        match self {
             Isa::Avx512 => 16,
             Isa::Avx2 => 8,
             Isa::Scalar => 1,
-        };
-        (2 * lanes * ACCUMULATORS) as f64
+        }
     }
 
     /// Runs `trips` loop trips on this thread; returns the accumulators' sum (so the loop is

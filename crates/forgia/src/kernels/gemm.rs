@@ -39,6 +39,12 @@ impl<'a> MatRef<'a> {
         MatRef { offset: self.offset + rows * self.row_stride as usize, ..self }
     }
 
+    /// Element `(i, j)`. Panics outside `data` (an internal invariant: callers read inside a
+    /// shape checked with `fits`).
+    fn at(&self, i: usize, j: usize) -> f32 {
+        self.data[self.offset + i * self.row_stride as usize + j * self.col_stride as usize]
+    }
+
     /// The same matrix with its first `cols` columns dropped.
     fn skip_cols(self, cols: usize) -> MatRef<'a> {
         MatRef { offset: self.offset + cols * self.col_stride as usize, ..self }

@@ -8,31 +8,22 @@
 use super::Isa;
 
 /// Rows of the tile (broadcast operand).
-pub(super) const ROWS: usize = 12;
+const ROWS: usize = 12;
 /// Inner steps per pass over the operands.
-pub(super) const DEPTH: usize = 64;
+const DEPTH: usize = 64;
 /// Every operand element: products of `STEP · STEP = 2⁻²⁰` add up exactly in f32 for the
 /// 2²² steps of a default probe (each accumulator reaches at most 4).
-pub(super) const STEP: f32 = 1.0 / 1024.0;
-
-/// Vector lanes of an instruction set.
-pub(super) fn lanes(isa: Isa) -> usize {
-    match isa {
-        Isa::Avx512 => 16,
-        Isa::Avx2 => 8,
-        Isa::Scalar => 1,
-    }
-}
+const STEP: f32 = 1.0 / 1024.0;
 
 /// Floating-point operations of one pass: a multiply and an add per lane, accumulator and step.
 pub(super) fn flops_per_pass(isa: Isa) -> f64 {
-    (2 * lanes(isa) * 2 * ROWS * DEPTH) as f64
+    (2 * isa.lanes() * 2 * ROWS * DEPTH) as f64
 }
 
 /// Runs `passes` passes on this thread over its own operands; returns the accumulators' sum.
 pub(super) fn run(isa: Isa, passes: u64) -> f32 {
     let a = vec![STEP; ROWS * DEPTH];
-    let b = vec![STEP; 2 * lanes(isa) * DEPTH];
+    let b = vec![STEP; 2 * isa.lanes() * DEPTH];
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx512` is only produced by `Isa::detect` after
@@ -134,7 +125,7 @@ mod tests {
     fn every_lane_of_the_tile_sums_every_step() {
         let passes = 3;
         for isa in [Isa::detect(), Isa::Scalar] {
-            let accumulators = (2 * ROWS * lanes(isa)) as f32;
+            let accumulators = (2 * ROWS * isa.lanes()) as f32;
             let per_lane = run(isa, passes) / accumulators;
             assert_eq!(per_lane, (passes as usize * DEPTH) as f32 * STEP * STEP, "{isa:?}");
         }

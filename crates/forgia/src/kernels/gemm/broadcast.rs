@@ -71,18 +71,16 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
     };
     let c = &mut c[..m * n];
     let one = MatRef { data: &ONE, offset: 0, row_stride: 0, col_stride: 0 };
-    let at =
-        |t: &MatRef<'_>, i: usize, j: usize| t.data[t.offset + i * t.row_stride as usize + j * t.col_stride as usize];
     match form {
         Form::LhsAlongK => {
             // Row 0 of `c` takes the column sums of `b`, then scales into every row.
             crate_gemm((1, n, k), (one, b), &mut c[..n], false, alpha, 1);
             let (sums, rest) = c.split_at_mut(n);
             for (i, row) in rest.chunks_exact_mut(n).enumerate() {
-                let ai = at(&a, i + 1, 0);
+                let ai = a.at(i + 1, 0);
                 row.iter_mut().zip(&*sums).for_each(|(y, s)| *y = ai * s);
             }
-            let a0 = at(&a, 0, 0);
+            let a0 = a.at(0, 0);
             sums.iter_mut().for_each(|s| *s *= a0);
         }
         Form::RhsAlongK => {
@@ -92,9 +90,9 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
             for i in (0..m).rev() {
                 let (ri, row) = (c[i], i * n..(i + 1) * n);
                 match b.col_stride {
-                    0 => c[row].fill(ri * at(&b, 0, 0)),
+                    0 => c[row].fill(ri * b.at(0, 0)),
                     1 => c[row].iter_mut().zip(&b.data[b.offset..b.offset + n]).for_each(|(y, x)| *y = ri * x),
-                    _ => c[row].iter_mut().enumerate().for_each(|(j, y)| *y = ri * at(&b, 0, j)),
+                    _ => c[row].iter_mut().enumerate().for_each(|(j, y)| *y = ri * b.at(0, j)),
                 }
             }
         }
@@ -120,13 +118,11 @@ mod tests {
 
     /// `alpha · a · b` in f64, reading both operands through their strides.
     fn naive(m: usize, n: usize, k: usize, a: &MatRef<'_>, b: &MatRef<'_>, alpha: f32) -> Vec<f64> {
-        let at = |t: &MatRef<'_>, i: usize, j: usize| {
-            f64::from(t.data[t.offset + i * t.row_stride as usize + j * t.col_stride as usize])
-        };
         let mut c = vec![0.0; m * n];
         for i in 0..m {
             for j in 0..n {
-                c[i * n + j] = f64::from(alpha) * (0..k).map(|p| at(a, i, p) * at(b, p, j)).sum::<f64>();
+                c[i * n + j] =
+                    f64::from(alpha) * (0..k).map(|p| f64::from(a.at(i, p)) * f64::from(b.at(p, j))).sum::<f64>();
             }
         }
         c
