@@ -10,7 +10,7 @@ use super::node::{attach, Backward, Grads, VjpCtx};
 use super::Tensor;
 use crate::error::Result;
 use crate::kernels::reduce as k;
-use crate::tensor::{Layout, ReducePlan, Shape};
+use crate::tensor::{Layout, ReducePlan, Scratch, Shape};
 
 /// True when `shape` broadcasts to `to` (NumPy rules: aligned from the right, each size equal
 /// or 1), i.e. a gradient of shape `to` can be summed back to `shape`.
@@ -32,7 +32,8 @@ pub(super) fn sum_to(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
     }
     let plan = ReducePlan::new("sum_to_shape", g, &axes, true)?;
     let mut data = crate::tensor::zeroed("sum_to_shape", plan.outer * plan.inner)?;
-    k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
+    let mut scratch = Scratch::new("sum_to_shape", k::sum_scratch(plan.outer, plan.red, plan.inner))?;
+    k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut scratch, &mut data);
     let value = Tensor::from_parts(data, shape);
     Ok(attach(value, &[g], || SumTo { from: g.shape().into() }))
 }

@@ -8,7 +8,7 @@ use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::reduce as k;
 use crate::ops::index::Indices;
 use crate::tensor::layout::numel;
-use crate::tensor::{Array, Axes, Axis, Shape};
+use crate::tensor::{Array, Axes, Axis, Scratch, Shape};
 
 pub(crate) use crate::tensor::ReducePlan as Plan;
 
@@ -29,7 +29,8 @@ impl Tensor {
         let axes = self.axes("sum", axes)?;
         let plan = Plan::new("sum", self, &axes, keepdim)?;
         let mut data = crate::tensor::zeroed("sum", plan.outer * plan.inner)?;
-        k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
+        let mut scratch = Scratch::new("sum", k::sum_scratch(plan.outer, plan.red, plan.inner))?;
+        k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut scratch, &mut data);
         let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: 1.0 }))
     }
@@ -53,7 +54,8 @@ impl Tensor {
         let plan = Plan::new("mean", self, &axes, keepdim)?;
         let inv = 1.0 / n as f32;
         let mut data = crate::tensor::zeroed("mean", plan.outer * plan.inner)?;
-        k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut data);
+        let mut scratch = Scratch::new("mean", k::sum_scratch(plan.outer, plan.red, plan.inner))?;
+        k::sum(plan.data.packed(), plan.outer, plan.red, plan.inner, &mut scratch, &mut data);
         data.iter_mut().for_each(|v| *v *= inv);
         let out = Tensor::from(plan.output(data));
         Ok(attach(out, &[self], || SumBackward { in_shape: self.shape().into(), kept: plan.kept.clone(), scale: inv }))
@@ -69,7 +71,7 @@ impl Tensor {
         // Panics only when memory cannot hold a copy of the stored elements (a strided view).
         let total = stored.try_with_data("sum_all", |d| {
             let mut total = [0.0];
-            k::sum(d, 1, d.len(), 1, &mut total);
+            k::sum(d, 1, d.len(), 1, &mut [], &mut total);
             Ok(total[0])
         });
         let total = total.unwrap_or_else(|e| panic!("{e}")) * repeats as f32;
@@ -95,7 +97,7 @@ impl Tensor {
         let (stored, repeats) = self.stored();
         let total = stored.try_with_data("mean_all", |d| {
             let mut total = [0.0];
-            k::sum(d, 1, d.len(), 1, &mut total);
+            k::sum(d, 1, d.len(), 1, &mut [], &mut total);
             Ok(total[0])
         })? * repeats as f32
             * inv;

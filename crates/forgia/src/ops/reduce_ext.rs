@@ -45,7 +45,9 @@ impl Tensor {
             let shifted = x.sub(&first)?;
             let plan = Plan::new("var", &shifted, &axes, keepdim)?;
             let n = plan.outer * plan.inner;
-            let (mut sums, mut data) = (crate::tensor::zeroed("var", n)?, crate::tensor::zeroed("var", n)?);
+            // The sums behind the means, then the scratch of the kernel's sum.
+            let sums_len = n + k::sum_scratch(plan.outer, plan.red, plan.inner);
+            let (mut sums, mut data) = (crate::tensor::zeroed("var", sums_len)?, crate::tensor::zeroed("var", n)?);
             k::var(plan.data.packed(), (plan.outer, plan.red, plan.inner), denom, &mut sums, &mut data);
             let out = Tensor::from(plan.output(data));
             Ok(attach(out, &[self], || VarBackward {
