@@ -27,7 +27,7 @@ fn sum_block_rows(inner: usize) -> usize {
 }
 
 /// The scratch floats [`sum`] needs for this shape (0 unless it takes its blocked path, then
-/// one row of partial sums per row block: at most an eighth of `x`).
+/// one row of partial sums per block of at least eight rows, so under a fifth of `x`).
 pub(crate) fn sum_scratch(outer: usize, red: usize, inner: usize) -> usize {
     if sum_blocked(outer, red, inner) {
         red.div_ceil(sum_block_rows(inner)) * inner
