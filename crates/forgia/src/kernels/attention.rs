@@ -284,7 +284,9 @@ fn add_mask(g: &AttnGeom, m: &MaskRef<'_>, i: usize, s: &mut [f32]) {
         let start = base + r as isize * m.row_stride;
         if m.col_stride == 1 || n <= 1 {
             let src = &m.data[start as usize..][..n];
-            row.iter_mut().zip(src).for_each(|(e, &b)| *e += b);
+            for (e, &b) in row.iter_mut().zip(src) {
+                *e += b;
+            }
         } else {
             for (j, e) in row.iter_mut().enumerate() {
                 *e += m.data[(start + j as isize * m.col_stride) as usize];
@@ -312,7 +314,9 @@ fn softmax_row(row: &mut [f32], n: usize) -> f32 {
     }
     let sum = row_dot(live, None);
     let inv = 1.0 / sum;
-    live.iter_mut().for_each(|e| *e *= inv);
+    for e in live.iter_mut() {
+        *e *= inv;
+    }
     m + sum.ln()
 }
 
@@ -478,7 +482,9 @@ fn backward_by(
                     for r in 0..sq {
                         let l = lse[i * sq + r];
                         let (live, dead) = p[r * sk..][..sk].split_at_mut(visible(g, r));
-                        live.iter_mut().for_each(|e| *e = exp0(*e - l));
+                        for e in live.iter_mut() {
+                            *e = exp0(*e - l);
+                        }
                         dead.fill(0.0);
                     }
                     let (ob, gob) = (o.block(i, g.heads), go.block(i, g.heads));

@@ -124,7 +124,11 @@ pub(crate) fn affine(y: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner:
     let run = |y: &mut [f32]| {
         super::simd::vectorized(
             #[inline(always)]
-            || y.chunks_mut(block).for_each(|c| affine_block(c, w, b, inner)),
+            || {
+                for c in y.chunks_mut(block) {
+                    affine_block(c, w, b, inner);
+                }
+            },
         )
     };
     if y.len() >= PARALLEL_ELEMENTS {
@@ -138,12 +142,29 @@ pub(crate) fn affine(y: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner:
 #[inline(always)]
 fn affine_block(block: &mut [f32], w: Option<&[f32]>, b: Option<&[f32]>, inner: usize) {
     if inner == 1 {
-        // One loop per case, so that each vectorizes (w = 1 and b = 0 where absent).
+        // One loop per case, so that each vectorizes (w = 1 and b = 0 where absent). Plain `for`
+        // loops: a `for_each` closure was compiled outside the caller's AVX-512 wrapper.
         match (w, b) {
-            (Some(w), Some(b)) => block.iter_mut().zip(w).zip(b).for_each(|((v, &w), &b)| *v = *v * w + b),
-            (Some(w), None) => block.iter_mut().zip(w).for_each(|(v, &w)| *v = *v * w + 0.0),
-            (None, Some(b)) => block.iter_mut().zip(b).for_each(|(v, &b)| *v = *v * 1.0 + b),
-            (None, None) => block.iter_mut().for_each(|v| *v = *v * 1.0 + 0.0),
+            (Some(w), Some(b)) => {
+                for ((v, &w), &b) in block.iter_mut().zip(w).zip(b) {
+                    *v = *v * w + b;
+                }
+            }
+            (Some(w), None) => {
+                for (v, &w) in block.iter_mut().zip(w) {
+                    *v = *v * w + 0.0;
+                }
+            }
+            (None, Some(b)) => {
+                for (v, &b) in block.iter_mut().zip(b) {
+                    *v = *v * 1.0 + b;
+                }
+            }
+            (None, None) => {
+                for v in block.iter_mut() {
+                    *v = *v * 1.0 + 0.0;
+                }
+            }
         }
         return;
     }
@@ -282,7 +303,11 @@ impl Rows<'_> {
     #[inline(always)]
     fn input_grad_row(&self, (xr, gyr): (&[f32], &[f32]), (m, r): (f32, f32), g: &mut [f32], out: &mut [f32]) {
         match self.weight {
-            Some(w) => g.iter_mut().zip(gyr).zip(w).for_each(|((o, &gv), &w)| *o = gv * w),
+            Some(w) => {
+                for ((o, &gv), &w) in g.iter_mut().zip(gyr).zip(w) {
+                    *o = gv * w;
+                }
+            }
             None => g.copy_from_slice(gyr),
         }
         let n = g.len() as f64;
