@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use self::tile::{matmul, Dest, Products, Tri};
 use super::fastmath;
 use super::gemm::MatRef;
+use super::lanes::{row_dot, row_max};
 use super::simd;
 use super::split_len;
 use crate::parallel;
@@ -172,49 +173,6 @@ fn exp0(x: f32) -> f32 {
     } else {
         fastmath::exp(x)
     }
-}
-
-/// Lanes of the row reductions below: 8 independent partial results let LLVM use one vector
-/// register (a plain `fold` is a serial chain of scalar operations).
-const LANES: usize = 8;
-
-/// The largest element of `x` (`-inf` for an empty or all-`-inf` `x`).
-#[inline(always)]
-fn row_max(x: &[f32]) -> f32 {
-    let big = |a: f32, b: f32| if b > a { b } else { a };
-    let mut acc = [f32::NEG_INFINITY; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for l in 0..LANES {
-            acc[l] = big(acc[l], c[l]);
-        }
-    }
-    chunks.remainder().iter().chain(&acc).fold(f32::NEG_INFINITY, |m, &e| big(m, e))
-}
-
-/// `Σ x[j] · y[j]` (or `Σ x[j]` when `y` is `None`), in `LANES` partial sums.
-#[inline(always)]
-fn row_dot(x: &[f32], y: Option<&[f32]>) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let n = x.len() / LANES * LANES;
-    for j in (0..n).step_by(LANES) {
-        let c: &[f32; LANES] = x[j..j + LANES].try_into().expect("LANES");
-        match y {
-            Some(y) => {
-                let d: &[f32; LANES] = y[j..j + LANES].try_into().expect("LANES");
-                for l in 0..LANES {
-                    acc[l] += c[l] * d[l];
-                }
-            }
-            None => {
-                for l in 0..LANES {
-                    acc[l] += c[l];
-                }
-            }
-        }
-    }
-    let tail: f32 = (n..x.len()).map(|j| x[j] * y.map_or(1.0, |y| y[j])).sum();
-    acc.iter().sum::<f32>() + tail
 }
 
 /// `t[c·S + j] = x[j, c]`: a block's `S × W` rows transposed into packed `W × S`, by 8 × 8

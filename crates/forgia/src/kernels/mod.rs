@@ -9,6 +9,7 @@ pub(crate) mod dropout;
 pub(crate) mod fastmath;
 pub(crate) mod gemm;
 pub(crate) mod index;
+pub(crate) mod lanes;
 pub(crate) mod loss;
 pub(crate) mod norm;
 pub(crate) mod pointwise;

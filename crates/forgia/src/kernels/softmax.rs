@@ -7,34 +7,32 @@
 //! taken here: each is no larger than a block of `out`, which the caller's fallible allocation
 //! already proved affordable.
 
-use super::fastmath;
 use rayon::prelude::*;
+
+use super::lanes::{row_dot, row_max, row_sum_of};
+use super::{fastmath, simd};
 
 use crate::parallel::{self, PARALLEL_ELEMENTS};
 
-/// Runs `line(o, block)` over each `[red, inner]` block of `out`, in parallel when large.
+/// Runs `line(o, block)` over each `[red, inner]` block of `out`, in parallel when large, each
+/// inside [`simd::vectorized`] (so mark `line` `#[inline(always)]`).
 fn blocks(out: &mut [f32], block: usize, line: impl Fn(usize, &mut [f32]) + Sync) {
     if block == 0 {
         return;
     }
+    let run = |o: usize, b: &mut [f32]| {
+        simd::vectorized(
+            #[inline(always)]
+            || line(o, b),
+        )
+    };
     if out.len() >= PARALLEL_ELEMENTS && out.len() > block {
-        parallel::install(|| out.par_chunks_mut(block).enumerate().for_each(|(o, b)| line(o, b)));
+        parallel::install(|| out.par_chunks_mut(block).enumerate().for_each(|(o, b)| run(o, b)));
     } else {
         for (o, b) in out.chunks_mut(block).enumerate() {
-            line(o, b);
+            run(o, b);
         }
     }
-}
-
-/// The log-sum-exp of one line as `(max, log Σ_r exp(x[r] - max))`: kept apart, so that
-/// `(x - max) - log_sum` stays exact for large logits (adding them back loses precision).
-fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
-    let m = (0..red).map(|r| x[r * inner + i]).fold(f32::NEG_INFINITY, f32::max);
-    if !m.is_finite() {
-        return (m, 0.0);
-    }
-    let s: f32 = (0..red).map(|r| fastmath::exp(x[r * inner + i] - m)).sum();
-    (m, s.ln())
 }
 
 /// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
@@ -42,30 +40,70 @@ fn line_lse(x: &[f32], red: usize, inner: usize, i: usize) -> (f32, f32) {
 /// shaped like `x` (every element written).
 pub(crate) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log: bool, out: &mut [f32]) {
     debug_assert_eq!(out.len(), outer * red * inner);
-    blocks(out, red * inner, |o, dst| {
-        let src = &x[o * red * inner..(o + 1) * red * inner];
-        let mut m = vec![f32::NEG_INFINITY; inner];
-        for row in src.chunks_exact(inner) {
-            for (m, &v) in m.iter_mut().zip(row) {
-                *m = m.max(v);
+    blocks(
+        out,
+        red * inner,
+        #[inline(always)]
+        |o, dst| {
+            let src = &x[o * red * inner..(o + 1) * red * inner];
+            if inner == 1 {
+                softmax_line(src, log, dst);
+                return;
             }
-        }
-        let mut s = vec![0.0f32; inner];
-        for (row, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
-            for i in 0..inner {
+            // Zipped slices, not indices: the loops vectorize only without bounds checks.
+            let mut shift = vec![f32::NEG_INFINITY; inner];
+            for row in src.chunks_exact(inner) {
+                for (m, &v) in shift.iter_mut().zip(row) {
+                    *m = m.max(v);
+                }
+            }
+            for m in shift.iter_mut() {
                 // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
-                let shift = if m[i].is_finite() { m[i] } else { 0.0 };
-                d[i] = row[i] - shift;
-                s[i] += fastmath::exp(d[i]);
+                *m = if m.is_finite() { *m } else { 0.0 };
             }
-        }
-        let ls: Vec<f32> = s.iter().map(|v| v.ln()).collect();
-        for d in dst.chunks_exact_mut(inner) {
-            for i in 0..inner {
-                d[i] = if log { d[i] - ls[i] } else { fastmath::exp(d[i] - ls[i]) };
+            let mut s = vec![0.0f32; inner];
+            for (row, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
+                for (((d, &v), &m), s) in d.iter_mut().zip(row).zip(&shift).zip(s.iter_mut()) {
+                    *d = v - m;
+                    *s += fastmath::exp(*d);
+                }
             }
+            let ls: Vec<f32> = s.iter().map(|v| v.ln()).collect();
+            for d in dst.chunks_exact_mut(inner) {
+                if log {
+                    for (d, &l) in d.iter_mut().zip(&ls) {
+                        *d -= l;
+                    }
+                } else {
+                    for (d, &l) in d.iter_mut().zip(&ls) {
+                        *d = fastmath::exp(*d - l);
+                    }
+                }
+            }
+        },
+    );
+}
+
+/// One contiguous line of [`softmax`] (the last axis: `inner == 1`): the same steps as the
+/// general path, with the maximum and the sum taken in lanes.
+#[inline(always)]
+fn softmax_line(x: &[f32], log: bool, out: &mut [f32]) {
+    let m = row_max(x);
+    // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
+    let shift = if m.is_finite() { m } else { 0.0 };
+    for (d, &v) in out.iter_mut().zip(x) {
+        *d = v - shift;
+    }
+    let ls = row_sum_of(out, fastmath::exp).ln();
+    if log {
+        for d in out.iter_mut() {
+            *d -= ls;
         }
-    });
+    } else {
+        for d in out.iter_mut() {
+            *d = fastmath::exp(*d - ls);
+        }
+    }
 }
 
 /// The backward of [`softmax`] from its output `y`, into `out` shaped like `y`:
@@ -77,29 +115,51 @@ pub(crate) fn softmax_backward(
     out: &mut [f32],
 ) {
     debug_assert_eq!(y.len(), outer * red * inner);
-    blocks(out, red * inner, |o, dst| {
-        let base = o * red * inner;
-        let (y, g) = (&y[base..base + red * inner], &gy[base..base + red * inner]);
-        let mut s = vec![0.0f32; inner];
-        for (yr, gr) in y.chunks_exact(inner).zip(g.chunks_exact(inner)) {
-            for i in 0..inner {
-                s[i] += if log { gr[i] } else { gr[i] * yr[i] };
+    blocks(
+        out,
+        red * inner,
+        #[inline(always)]
+        |o, dst| {
+            let base = o * red * inner;
+            let (y, g) = (&y[base..base + red * inner], &gy[base..base + red * inner]);
+            if inner == 1 {
+                // The last axis: the line's sum in lanes.
+                let s = row_dot(g, if log { None } else { Some(y) });
+                for ((d, &yv), &gv) in dst.iter_mut().zip(y).zip(g) {
+                    *d = if log { gv - fastmath::exp(yv) * s } else { yv * (gv - s) };
+                }
+                return;
             }
-        }
-        for ((d, yr), gr) in dst.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
-            for i in 0..inner {
-                d[i] = if log { gr[i] - fastmath::exp(yr[i]) * s[i] } else { yr[i] * (gr[i] - s[i]) };
+            let mut s = vec![0.0f32; inner];
+            for (yr, gr) in y.chunks_exact(inner).zip(g.chunks_exact(inner)) {
+                for ((s, &yv), &gv) in s.iter_mut().zip(yr).zip(gr) {
+                    *s += if log { gv } else { gv * yv };
+                }
             }
-        }
-    });
+            for ((d, yr), gr) in dst.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
+                for (((d, &yv), &gv), &s) in d.iter_mut().zip(yr).zip(gr).zip(&s) {
+                    *d = if log { gv - fastmath::exp(yv) * s } else { yv * (gv - s) };
+                }
+            }
+        },
+    );
 }
 
 /// Log-sum-exp of each row of a packed `[rows, cols]` buffer into `out[r]`, as
-/// `(max, log_sum)` pairs (`lse = max + log_sum`).
+/// `(max, log Σ_j exp(x[j] - max))` pairs (`lse = max + log_sum`), kept apart so that
+/// `(x - max) - log_sum` stays exact for large logits (adding them back loses precision). A
+/// row without a finite maximum gives `(max, 0)`.
 pub(crate) fn row_logsumexp(x: &[f32], cols: usize, out: &mut [(f32, f32)]) {
-    for (r, o) in out.iter_mut().enumerate() {
-        *o = line_lse(&x[r * cols..(r + 1) * cols], cols, 1, 0);
-    }
+    simd::vectorized(
+        #[inline(always)]
+        || {
+            for (r, o) in out.iter_mut().enumerate() {
+                let row = &x[r * cols..(r + 1) * cols];
+                let m = row_max(row);
+                *o = if m.is_finite() { (m, row_sum_of(row, |v| fastmath::exp(v - m)).ln()) } else { (m, 0.0) };
+            }
+        },
+    )
 }
 
 /// Zeroes the softmax `out` of every line of `x` (packed `[outer, red, inner]`, as for
@@ -134,5 +194,81 @@ mod tests {
         }
         softmax(&[0.0, 0.0], (1, 2, 1), true, &mut l);
         assert!((l[0] - (0.5f32).ln()).abs() < 1e-6);
+    }
+
+    /// Rows of every length up to 40 (whole lane chunks and tails), with the special values a
+    /// line can hold: the fixed pattern of `i`, plus -inf, +inf, a NaN, or all -inf.
+    fn rows() -> Vec<Vec<f32>> {
+        let mut rows = vec![];
+        for n in 1..41usize {
+            let base: Vec<f32> = (0..n).map(|i| ((i * 37 + n) % 23) as f32 * 0.7 - 8.0).collect();
+            rows.push(base.clone());
+            let mut r = base.clone();
+            r[n / 2] = f32::NEG_INFINITY;
+            rows.push(r);
+            let mut r = base.clone();
+            r[n - 1] = f32::INFINITY;
+            rows.push(r);
+            let mut r = base;
+            r[0] = f32::NAN;
+            rows.push(r);
+            rows.push(vec![f32::NEG_INFINITY; n]);
+        }
+        rows
+    }
+
+    /// `a` and `b` agree to `tol` relative, NaN with NaN and infinities exactly.
+    fn close(a: &[f32], b: &[f32], tol: f32) -> bool {
+        a.iter().zip(b).all(|(&a, &b)| (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tol * (1.0 + b.abs()))
+    }
+
+    #[test]
+    fn the_last_axis_lines_agree_with_the_general_path_on_every_length_and_special_value() {
+        for row in rows() {
+            let n = row.len();
+            // The same line as column 0 of an `[n, 2]` block: the general path (inner = 2).
+            let wide: Vec<f32> = row.iter().flat_map(|&v| [v, 0.5]).collect();
+            let gy: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
+            let gy_wide: Vec<f32> = gy.iter().flat_map(|&v| [v, 1.0]).collect();
+            for log in [false, true] {
+                let (mut y, mut y_wide) = (vec![0.0; n], vec![0.0; 2 * n]);
+                softmax(&row, (1, n, 1), log, &mut y);
+                softmax(&wide, (1, n, 2), log, &mut y_wide);
+                let col: Vec<f32> = y_wide.iter().step_by(2).copied().collect();
+                assert!(close(&y, &col, 1e-6), "forward, log {log}, row {row:?}: {y:?} against {col:?}");
+                let (mut g, mut g_wide) = (vec![0.0; n], vec![0.0; 2 * n]);
+                softmax_backward((&y, &gy), (1, n, 1), log, &mut g);
+                softmax_backward((&y_wide, &gy_wide), (1, n, 2), log, &mut g_wide);
+                let col: Vec<f32> = g_wide.iter().step_by(2).copied().collect();
+                assert!(close(&g, &col, 1e-5), "backward, log {log}, row {row:?}: {g:?} against {col:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn row_logsumexp_matches_f64_and_keeps_max_and_log_sum_apart() {
+        let rows = rows();
+        for row in &rows {
+            let mut out = [(0.0, 0.0)];
+            row_logsumexp(row, row.len(), &mut out);
+            let (m, ls) = out[0];
+            let m64 = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(m.to_bits(), m64.to_bits(), "max of {row:?}");
+            if !m64.is_finite() {
+                assert_eq!(ls, 0.0);
+                continue;
+            }
+            let want = row.iter().map(|&v| (v as f64 - m64 as f64).exp()).sum::<f64>().ln() as f32;
+            assert!(close(&[ls], &[want], 1e-6), "log-sum of {row:?}: {ls} against {want}");
+        }
+        // Several rows in one call, each its own line.
+        let x: Vec<f32> = (0..3 * 17).map(|i| (i % 11) as f32 * 0.3).collect();
+        let mut all = [(0.0, 0.0); 3];
+        row_logsumexp(&x, 17, &mut all);
+        for (r, &got) in all.iter().enumerate() {
+            let mut one = [(0.0, 0.0)];
+            row_logsumexp(&x[r * 17..(r + 1) * 17], 17, &mut one);
+            assert_eq!(got, one[0]);
+        }
     }
 }
