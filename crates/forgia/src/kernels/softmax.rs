@@ -84,24 +84,30 @@ pub(crate) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log
     );
 }
 
-/// One contiguous line of [`softmax`] (the last axis: `inner == 1`): the same steps as the
-/// general path, with the maximum and the sum taken in lanes.
+/// One contiguous line of [`softmax`] (the last axis: `inner == 1`), with the maximum and the
+/// sum taken in lanes. Log-softmax is `(x - max) - log Σ exp(x - max)` as on the general
+/// path; softmax stores `exp(x - max)` once and scales it by the reciprocal of its sum (one
+/// `exp` per element instead of two; 0 · inf gives the general path's NaN for a line of -inf).
 #[inline(always)]
 fn softmax_line(x: &[f32], log: bool, out: &mut [f32]) {
     let m = row_max(x);
     // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
     let shift = if m.is_finite() { m } else { 0.0 };
-    for (d, &v) in out.iter_mut().zip(x) {
-        *d = v - shift;
-    }
-    let ls = row_sum_of(out, fastmath::exp).ln();
     if log {
+        for (d, &v) in out.iter_mut().zip(x) {
+            *d = v - shift;
+        }
+        let ls = row_sum_of(out, fastmath::exp).ln();
         for d in out.iter_mut() {
             *d -= ls;
         }
     } else {
+        for (d, &v) in out.iter_mut().zip(x) {
+            *d = fastmath::exp(v - shift);
+        }
+        let inv = 1.0 / row_dot(out, None);
         for d in out.iter_mut() {
-            *d = fastmath::exp(*d - ls);
+            *d *= inv;
         }
     }
 }
