@@ -12,26 +12,30 @@ use rayon::prelude::*;
 use super::lanes::{row_dot, row_max, row_sum_of};
 use super::{fastmath, simd};
 
-use crate::parallel::{self, PARALLEL_ELEMENTS};
+use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
-/// Runs `line(o, block)` over each `[red, inner]` block of `out`, in parallel when large, each
-/// inside [`simd::vectorized`] (so mark `line` `#[inline(always)]`).
+/// Runs `line(o, block)` over each `[red, inner]` block of `out`, in parallel when large. Blocks
+/// are grouped into tasks of at least `CHUNK_ELEMENTS`, each run inside [`simd::vectorized`]
+/// (so mark `line` `#[inline(always)]`): one entry per task, not one per line.
 fn blocks(out: &mut [f32], block: usize, line: impl Fn(usize, &mut [f32]) + Sync) {
     if block == 0 {
         return;
     }
-    let run = |o: usize, b: &mut [f32]| {
+    let per = (CHUNK_ELEMENTS / block).max(1);
+    let run = |first: usize, task: &mut [f32]| {
         simd::vectorized(
             #[inline(always)]
-            || line(o, b),
+            || {
+                for (j, b) in task.chunks_mut(block).enumerate() {
+                    line(first + j, b);
+                }
+            },
         )
     };
     if out.len() >= PARALLEL_ELEMENTS && out.len() > block {
-        parallel::install(|| out.par_chunks_mut(block).enumerate().for_each(|(o, b)| run(o, b)));
+        parallel::install(|| out.par_chunks_mut(block * per).enumerate().for_each(|(t, c)| run(t * per, c)));
     } else {
-        for (o, b) in out.chunks_mut(block).enumerate() {
-            run(o, b);
-        }
+        run(0, out);
     }
 }
 
@@ -132,7 +136,7 @@ pub(crate) fn softmax_backward(
                 // The last axis: the line's sum in lanes.
                 let s = row_dot(g, if log { None } else { Some(y) });
                 for ((d, &yv), &gv) in dst.iter_mut().zip(y).zip(g) {
-                    *d = if log { gv - fastmath::exp(yv) * s } else { yv * (gv - s) };
+                    *d = grad(log, yv, gv, s);
                 }
                 return;
             }
@@ -144,11 +148,22 @@ pub(crate) fn softmax_backward(
             }
             for ((d, yr), gr) in dst.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
                 for (((d, &yv), &gv), &s) in d.iter_mut().zip(yr).zip(gr).zip(&s) {
-                    *d = if log { gv - fastmath::exp(yv) * s } else { yv * (gv - s) };
+                    *d = grad(log, yv, gv, s);
                 }
             }
         },
     );
+}
+
+/// One element of [`softmax_backward`] from its line's sum `s`: softmax `y · (g - s)`,
+/// log-softmax `g - exp(y) · s`.
+#[inline(always)]
+fn grad(log: bool, y: f32, g: f32, s: f32) -> f32 {
+    if log {
+        g - fastmath::exp(y) * s
+    } else {
+        y * (g - s)
+    }
 }
 
 /// Log-sum-exp of each row of a packed `[rows, cols]` buffer into `out[r]`, as
