@@ -511,7 +511,31 @@ fn round_down(a: usize, b: usize) -> usize {
     a / b * b
 }
 
+/// The depth of a k block when the L2 can afford it (forgia patch, see `kernel_params_for`).
+pub const DEEP_KC: usize = 1024;
+/// How many lhs micropanels the L2 must still hold at `DEEP_KC` for it to be chosen.
+pub const DEEP_KC_MIN_LHS_PANELS: usize = 3;
+
 pub fn kernel_params(
+    m: usize,
+    n: usize,
+    k: usize,
+    mr: usize,
+    nr: usize,
+    sizeof: usize,
+) -> KernelParams {
+    kernel_params_for(*CACHE_INFO, m, n, k, mr, nr, sizeof)
+}
+
+/// `kernel_params` for the given L1, L2 and L3 descriptions.
+///
+/// forgia patch (vendor/README.md): upstream takes `kc` of at least 512; this takes
+/// `DEEP_KC` (1024) when the L2 still holds `DEEP_KC_MIN_LHS_PANELS` lhs micropanels of that
+/// depth, and 512 otherwise (small L2s, where a deeper block would leave `mc` below `mr`).
+/// Each microkernel call loads and stores its destination tile once per k block, from L3 or
+/// memory on large products, so a deeper block halves that traffic.
+pub fn kernel_params_for(
+    info: [CacheInfo; 3],
     m: usize,
     n: usize,
     k: usize,
@@ -526,8 +550,6 @@ pub fn kernel_params(
             nc: n,
         };
     }
-
-    let info = *CACHE_INFO;
 
     let l1_cache_bytes = info[0].cache_bytes.max(32 * 1024);
     let l2_cache_bytes = info[1].cache_bytes;
@@ -563,17 +585,20 @@ pub fn kernel_params(
     let c_rhs = (nr * kc_0 * sizeof) / (l1_line_bytes * l1_n_sets);
     let kc_multiplier = l1_assoc / (c_lhs + c_rhs);
     // let auto_kc = kc_0 * kc_multiplier;
-    let auto_kc = (kc_0 * kc_multiplier.next_power_of_two()).max(512).min(k);
-    let k_iter = k.msrv_div_ceil(auto_kc);
-    let auto_kc = k.msrv_div_ceil(k_iter);
+    let kc_at_least = |floor: usize| {
+        let auto_kc = (kc_0 * kc_multiplier.next_power_of_two()).max(floor).min(k);
+        let k_iter = k.msrv_div_ceil(auto_kc);
+        k.msrv_div_ceil(k_iter)
+    };
 
     // l2 cache must hold
     //  - B micropanel: nr×kc: assume 1 assoc degree
     //  - A macropanel: mc×kc
     // mc×kc×scalar_bytes
-    let auto_mc = if l2_cache_bytes == 0 {
-        panic!();
-    } else {
+    let mc_before_balancing = |auto_kc: usize| {
+        if l2_cache_bytes == 0 {
+            panic!();
+        }
         let rhs_micropanel_bytes = nr * auto_kc * sizeof;
         let rhs_l2_assoc = rhs_micropanel_bytes.msrv_div_ceil(l2_cache_bytes / l2_assoc);
         let lhs_l2_assoc = (l2_assoc - 1 - rhs_l2_assoc).max(1);
@@ -582,7 +607,18 @@ pub fn kernel_params(
             (lhs_l2_assoc * l2_cache_bytes) / (l2_assoc * sizeof * auto_kc)
         };
 
-        let auto_mc = round_down(mc_from_lhs_l2_assoc(lhs_l2_assoc), mr);
+        round_down(mc_from_lhs_l2_assoc(lhs_l2_assoc), mr)
+    };
+
+    let deep_kc = kc_at_least(DEEP_KC);
+    let auto_kc = if mc_before_balancing(deep_kc) >= DEEP_KC_MIN_LHS_PANELS * mr {
+        deep_kc
+    } else {
+        kc_at_least(512)
+    };
+
+    let auto_mc = {
+        let auto_mc = mc_before_balancing(auto_kc);
         let m_iter = m.msrv_div_ceil(auto_mc);
         m.msrv_div_ceil(m_iter * mr) * mr
     };

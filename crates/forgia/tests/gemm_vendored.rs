@@ -1,0 +1,84 @@
+//! The `gemm` crate runs every product through its shared layer, vendored with a patch of ours
+//! (vendor/README.md): a k block of 1024 instead of 512 where the L2 still holds three lhs
+//! micropanels of that depth, and a prefetch of each destination tile before its k loop ends.
+//! The block sizes keep the crate's own bounds on every cache shape, and products deeper than
+//! one block (the prefetched loop run twice or more, full tiles and edge tiles, either layout
+//! of each operand) match an f64 product.
+
+mod common;
+
+use common::{assert_product_close as assert_close, lcg, product_f64};
+use forgia::Tensor;
+use gemm_common::cache::{kernel_params_for, CacheInfo, DEEP_KC};
+
+fn level(kib: usize, associativity: usize) -> CacheInfo {
+    CacheInfo { associativity, cache_bytes: kib * 1024, cache_line_bytes: 64 }
+}
+
+#[test]
+fn the_deep_k_block_is_taken_where_the_l2_holds_three_lhs_panels_and_the_crates_bounds_hold_everywhere() {
+    // (name, caches, whether a deep block fits): this machine's AMD EPYC (1 MiB L2), the Intel
+    // Xeon of earlier runs (2 MiB), and a 256 KiB L2, where a block of 1024 leaves room for
+    // less than one 64-row micropanel of any of these kernels (`mc` would round down to 0).
+    let machines = [
+        ("1 MiB L2", [level(32, 8), level(1024, 8), level(32 * 1024, 16)], true),
+        ("2 MiB L2", [level(48, 12), level(2048, 16), level(105 * 1024, 15)], true),
+        ("256 KiB L2", [level(32, 8), level(256, 4), level(8 * 1024, 16)], false),
+    ];
+    // (mr, nr, bytes per element): the f32 AVX-512 and AVX2 kernels, the f64 AVX-512 one.
+    let kernels = [(64, 6, 4), (24, 4, 4), (32, 6, 8)];
+    for (name, info, deep_fits) in machines {
+        for (mr, nr, sizeof) in kernels {
+            for (m, n, k) in [(2048, 2048, 2048), (4096, 256, 4096), (300, 70, 1500), (1000, 1000, 700), (100, 100, 50)]
+            {
+                let p = kernel_params_for(info, m, n, k, mr, nr, sizeof);
+                let what = format!("{name}, kernel {mr}x{nr}x{sizeof}B, product {m}x{n}x{k}: {p:?}");
+                assert!(p.mc >= mr && p.mc.is_multiple_of(mr), "{what}: mc is a positive multiple of mr");
+                // The crate packs an mc × kc block into a slab the size of the L2.
+                assert!(p.mc * p.kc * sizeof <= info[1].cache_bytes, "{what}: the lhs block fits the L2 slab");
+                assert!(p.kc >= 1 && p.kc <= k && p.kc <= DEEP_KC, "{what}: kc within 1..=min(k, DEEP_KC)");
+                // Blocks of equal depth: the last is at most one shorter than the others.
+                let blocks = k.div_ceil(p.kc);
+                assert!(p.kc * blocks >= k && p.kc * (blocks - 1) < k, "{what}: balanced k blocks");
+                match (k <= 512, deep_fits) {
+                    (true, _) => assert_eq!(p.kc, k, "{what}: a product no deeper than 512 is one block"),
+                    (false, true) => assert_eq!(p.kc, k.div_ceil(k.div_ceil(DEEP_KC)), "{what}: deep blocks"),
+                    (false, false) => assert_eq!(p.kc, k.div_ceil(k.div_ceil(512)), "{what}: upstream's 512"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn products_deeper_than_one_k_block_match_f64_with_full_and_edge_tiles() {
+    // Sizes past one or two deep blocks, with outputs too large for the split-K path
+    // (`kernels/gemm/split_k.rs`) so the crate's blocked loop runs them; 130 and 1030 leave
+    // partial 64 × 6 tiles on both edges.
+    for &(m, n, k) in &[(130, 1030, 2053), (330, 400, 1025), (256, 768, 1024)] {
+        let a = lcg(m * k, 11, 1.0);
+        let b = lcg(k * n, 12, 1.0);
+        let want = product_f64(m, n, k, &a, &b);
+        let at = Tensor::from_vec(a.clone(), &[m, k]).unwrap();
+        let bt = Tensor::from_vec(b.clone(), &[k, n]).unwrap();
+        assert_close(&at.matmul(&bt).unwrap().to_vec(), &want, k, &format!("{m}x{k}·{k}x{n}"));
+        // The same product from transposed storage of each operand: the crate then sees other
+        // strides, and computes the other layout of the destination tile.
+        let a_t = Tensor::from_vec(transposed(&a, m, k), &[k, m]).unwrap().transpose(0, 1).unwrap();
+        let b_t = Tensor::from_vec(transposed(&b, k, n), &[n, k]).unwrap().transpose(0, 1).unwrap();
+        assert_close(&a_t.matmul(&b_t).unwrap().to_vec(), &want, k, &format!("{m}x{k}·{k}x{n}, transposed storage"));
+        // Cᵀ = Bᵀ·Aᵀ: the destination's other layout relative to the operands.
+        let ct = b_t.transpose(0, 1).unwrap().matmul(&a_t.transpose(0, 1).unwrap()).unwrap();
+        let want_t = transposed_f64(&want, m, n);
+        assert_close(&ct.to_vec(), &want_t, k, &format!("({m}x{k}·{k}x{n})ᵀ"));
+    }
+}
+
+/// The row-major `cols × rows` transpose of a row-major `rows × cols` matrix.
+fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols).map(|i| x[(i % rows) * cols + i / rows]).collect()
+}
+
+fn transposed_f64(x: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    (0..rows * cols).map(|i| x[(i % rows) * cols + i / rows]).collect()
+}
