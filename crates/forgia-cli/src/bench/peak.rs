@@ -8,6 +8,7 @@
 //! `name=peak impl=forgia median_ms=<x> extra=gflops=<g>,loaded_gflops=<l>,isa=<avx512|avx2|scalar>,threads=<t>`
 //! (`median_ms` is the register-only probe's).
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
@@ -154,6 +155,10 @@ mod x86 {
 /// runs: threads spawned for each round, timed by the thread that spawned and joined them,
 /// read about 1.6× one thread's figure on two cores while W5's GEMM on the pool read 2.0×
 /// (docs/BENCHMARKS.md).
+///
+/// A probe that panics (a broken invariant) ends the rounds: its thread still meets the
+/// round's barrier, the others are let go, and the panic resumes on the calling thread, so
+/// nothing waits forever on a thread that is gone.
 fn median_rounds(threads: usize, reps: usize, budget_s: f64, probe: impl Fn() -> f32 + Sync) -> f64 {
     // The main thread only paces the rounds. Each probe thread clocks its own run, and a round
     // lasts from the first start to the last end: a timer thread of its own would wait for a
@@ -161,6 +166,7 @@ fn median_rounds(threads: usize, reps: usize, budget_s: f64, probe: impl Fn() ->
     let (start, done) = (Barrier::new(threads + 1), Barrier::new(threads + 1));
     let more = AtomicBool::new(true);
     let spans = Mutex::new(Vec::with_capacity(threads));
+    let panicked = Mutex::new(None);
     let mut times = Vec::new();
     std::thread::scope(|s| {
         for _ in 0..threads {
@@ -170,8 +176,11 @@ fn median_rounds(threads: usize, reps: usize, budget_s: f64, probe: impl Fn() ->
                     return;
                 }
                 let t = Instant::now();
-                std::hint::black_box(probe());
-                spans.lock().expect("no probe thread panics").push((t, Instant::now()));
+                match std::panic::catch_unwind(AssertUnwindSafe(&probe)) {
+                    Ok(x) => _ = std::hint::black_box(x),
+                    Err(payload) => _ = lock(&panicked).get_or_insert(payload),
+                }
+                lock(&spans).push((t, Instant::now()));
                 done.wait();
             });
         }
@@ -179,14 +188,15 @@ fn median_rounds(threads: usize, reps: usize, budget_s: f64, probe: impl Fn() ->
         // Round 0 is the warm-up; `times` holds the rounds after it.
         for round in 0.. {
             let elapsed = begin.map_or(0.0, |b: Instant| b.elapsed().as_secs_f64());
-            if times.len() >= reps.max(1) && (elapsed >= budget_s || times.len() >= 1000) {
+            let failed = lock(&panicked).is_some();
+            if failed || (times.len() >= reps.max(1) && (elapsed >= budget_s || times.len() >= 1000)) {
                 more.store(false, Ordering::Release);
                 start.wait();
                 break;
             }
             start.wait();
             done.wait();
-            let mut round_spans = spans.lock().expect("no probe thread panics");
+            let mut round_spans = lock(&spans);
             let first = round_spans.iter().map(|s| s.0).min().expect("every probe thread ran");
             let last = round_spans.iter().map(|s| s.1).max().expect("every probe thread ran");
             round_spans.clear();
@@ -197,8 +207,16 @@ fn median_rounds(threads: usize, reps: usize, budget_s: f64, probe: impl Fn() ->
             }
         }
     });
+    if let Some(payload) = lock(&panicked).take() {
+        std::panic::resume_unwind(payload);
+    }
     times.sort_by(f64::total_cmp);
     times[times.len() / 2]
+}
+
+/// The guarded value of a mutex that no thread holds across a panic (probes run outside it).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// `forgia bench peak`: the median time of one probe over every thread, as GFLOP/s.
@@ -243,6 +261,29 @@ mod tests {
             let per_lane = isa.run(trips) / (lanes(isa) * ACCUMULATORS as f32);
             assert!((per_lane - expected(trips)).abs() < 1e-3 * expected(trips), "{isa:?}: {per_lane}");
         }
+    }
+
+    #[test]
+    fn a_probe_that_panics_ends_the_rounds_with_its_panic_instead_of_leaving_the_others_waiting() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                median_rounds(3, 100, 0.0, || {
+                    // One thread of the third round panics; the others return.
+                    if calls.fetch_add(1, Ordering::Relaxed) == 7 {
+                        panic!("probe invariant");
+                    }
+                    1.0
+                })
+            }));
+            _ = tx.send((outcome.map_err(|p| p.downcast_ref::<&str>().copied()), calls.into_inner()));
+        });
+        // A hang shows as a timeout here, not as a test run that never ends.
+        let (outcome, calls) = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the rounds ended");
+        assert_eq!(outcome, Err(Some("probe invariant")));
+        // Three rounds of three calls, the third the last.
+        assert_eq!(calls, 9);
     }
 
     #[test]
