@@ -63,25 +63,25 @@ fn add_lanes(x: &[f32], acc: &mut [f32; LANES], tail: &mut f32) {
 }
 
 /// `Σ x[j] · y[j]` (or `Σ x[j]` when `y` is `None`), in `LANES` partial sums.
+///
+/// Panics when `y` is shorter than `x` (an internal invariant: the caller's rows).
 #[inline(always)]
 pub(crate) fn row_dot(x: &[f32], y: Option<&[f32]>) -> f32 {
     let mut acc = [0.0f32; LANES];
+    let mut tail = 0.0f32;
     let Some(y) = y else {
-        let mut tail = 0.0f32;
         add_lanes(x, &mut acc, &mut tail);
         return acc.iter().sum::<f32>() + tail;
     };
-    let n = x.len() / LANES * LANES;
-    for j in (0..n).step_by(LANES) {
-        let c: &[f32; LANES] = x[j..j + LANES].try_into().expect("LANES");
-        let d: &[f32; LANES] = y[j..j + LANES].try_into().expect("LANES");
+    let (xs, x_tail) = x.as_chunks::<LANES>();
+    let (ys, y_tail) = y[..x.len()].as_chunks::<LANES>();
+    for (c, d) in xs.iter().zip(ys) {
         for l in 0..LANES {
             acc[l] += c[l] * d[l];
         }
     }
-    let mut tail = 0.0f32;
-    for j in n..x.len() {
-        tail += x[j] * y[j];
+    for (a, b) in x_tail.iter().zip(y_tail) {
+        tail += a * b;
     }
     acc.iter().sum::<f32>() + tail
 }
