@@ -89,3 +89,24 @@ fn softmax_with_a_bad_axis_is_an_error() {
     assert_eq!(Tensor::scalar(1.0).softmax(0).unwrap().to_vec(), [1.0]);
     assert!(matches!(Tensor::scalar(1.0).softmax(1).unwrap_err().kind(), ErrorKind::AxisOutOfRange { .. }));
 }
+
+#[test]
+fn a_large_softmax_over_the_first_axis_matches_the_last_axis_of_its_transpose() {
+    // [1024, 300] over axis 0: one block, large enough to be split between threads by columns;
+    // its transpose over the last axis runs the lines one by one.
+    let (rows, cols) = (1024, 300);
+    let data: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919) % 1013) as f32 * 0.02 - 10.0).collect();
+    let cot = Tensor::from_vec((0..rows * cols).map(|i| ((i * 31) % 17) as f32 * 0.1 - 0.8).collect(), &[rows, cols])
+        .unwrap();
+    for log in [false, true] {
+        let f = |t: &Tensor, axis: isize| if log { t.log_softmax(axis) } else { t.softmax(axis) };
+        let x = Tensor::variable(data.clone(), &[rows, cols]).unwrap();
+        let y = f(&x, 0).unwrap();
+        y.backward_with_grad(&cot).unwrap();
+        let xt = Tensor::variable(data.clone(), &[rows, cols]).unwrap();
+        let yt = f(&xt.transpose(0, 1).unwrap(), -1).unwrap().transpose(0, 1).unwrap();
+        yt.backward_with_grad(&cot).unwrap();
+        assert_close(&y, &yt.contiguous().unwrap(), 1e-5, &format!("log {log}: values"));
+        assert_close(&x.grad().unwrap(), &xt.grad().unwrap(), 1e-5, &format!("log {log}: gradients"));
+    }
+}

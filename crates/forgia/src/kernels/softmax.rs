@@ -7,6 +7,8 @@
 //! taken here: each is no larger than a block of `out`, which the caller's fallible allocation
 //! already proved affordable.
 
+mod columns;
+
 use rayon::prelude::*;
 
 use super::lanes::{row_dot, row_max, row_sum_of};
@@ -41,9 +43,19 @@ fn blocks(out: &mut [f32], block: usize, line: impl Fn(usize, &mut [f32]) + Sync
 
 /// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
 /// lines of a block are kept in vectors so every pass reads memory contiguously. `out` is
-/// shaped like `x` (every element written).
-pub(crate) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log: bool, out: &mut [f32]) {
-    debug_assert_eq!(out.len(), outer * red * inner);
+/// shaped like `x` (every element written). With fewer blocks than threads (the first axis of
+/// a matrix) the lines are split by columns instead (`columns`), to the same bits.
+pub(crate) fn softmax(x: &[f32], shape: (usize, usize, usize), log: bool, out: &mut [f32]) {
+    debug_assert_eq!(out.len(), shape.0 * shape.1 * shape.2);
+    if columns::splits(shape) {
+        columns::softmax(x, shape, log, out);
+    } else {
+        softmax_by_blocks(x, shape, log, out);
+    }
+}
+
+/// [`softmax`] split between threads by blocks.
+fn softmax_by_blocks(x: &[f32], (_, red, inner): (usize, usize, usize), log: bool, out: &mut [f32]) {
     blocks(
         out,
         red * inner,
@@ -117,14 +129,24 @@ fn softmax_line(x: &[f32], log: bool, out: &mut [f32]) {
 }
 
 /// The backward of [`softmax`] from its output `y`, into `out` shaped like `y`:
-/// softmax `gx = y * (gy - Σ gy*y)`, log-softmax `gx = gy - exp(y) * Σ gy`.
-pub(crate) fn softmax_backward(
+/// softmax `gx = y * (gy - Σ gy*y)`, log-softmax `gx = gy - exp(y) * Σ gy`. Split between
+/// threads as [`softmax`] is.
+pub(crate) fn softmax_backward((y, gy): (&[f32], &[f32]), shape: (usize, usize, usize), log: bool, out: &mut [f32]) {
+    debug_assert_eq!(y.len(), shape.0 * shape.1 * shape.2);
+    if columns::splits(shape) {
+        columns::softmax_backward((y, gy), shape, log, out);
+    } else {
+        softmax_backward_by_blocks((y, gy), shape, log, out);
+    }
+}
+
+/// [`softmax_backward`] split between threads by blocks.
+fn softmax_backward_by_blocks(
     (y, gy): (&[f32], &[f32]),
-    (outer, red, inner): (usize, usize, usize),
+    (_, red, inner): (usize, usize, usize),
     log: bool,
     out: &mut [f32],
 ) {
-    debug_assert_eq!(y.len(), outer * red * inner);
     blocks(
         out,
         red * inner,
@@ -264,6 +286,39 @@ mod tests {
                 assert!(close(&g, &col, 1e-5), "backward, log {log}, row {row:?}: {g:?} against {col:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_column_split_gives_the_block_paths_bits_forward_and_backward() {
+        // One block and two (first and middle axes), ranges of 64 lines and a partial one,
+        // lines of -inf, +inf and NaN.
+        for shape in [(1, 300, 200), (2, 70, 130), (1, 3, 129)] {
+            let (outer, red, inner) = shape;
+            let n = outer * red * inner;
+            let mut x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 * 0.05 - 25.0).collect();
+            for r in 0..red {
+                x[r * inner + 5] = f32::NEG_INFINITY;
+                x[r * inner + 70] = if r % 3 == 0 { f32::NEG_INFINITY } else { x[r * inner + 70] };
+            }
+            x[inner + 9] = f32::INFINITY;
+            x[2 * inner + 11] = f32::NAN;
+            let g: Vec<f32> = (0..n).map(|i| ((i * 104_729) % 997) as f32 * 1e-3 - 0.5).collect();
+            for log in [false, true] {
+                let (mut want, mut got) = (vec![0.0; n], vec![0.0; n]);
+                softmax_by_blocks(&x, shape, log, &mut want);
+                columns::softmax(&x, shape, log, &mut got);
+                assert_eq!(bits(&got), bits(&want), "{shape:?} log {log}");
+                let (mut want_g, mut got_g) = (vec![0.0; n], vec![0.0; n]);
+                softmax_backward_by_blocks((&want, &g), shape, log, &mut want_g);
+                columns::softmax_backward((&want, &g), shape, log, &mut got_g);
+                assert_eq!(bits(&got_g), bits(&want_g), "{shape:?} log {log}, backward");
+            }
+        }
+    }
+
+    /// Bit patterns, so that NaN compares equal to itself.
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|v| v.to_bits()).collect()
     }
 
     #[test]
