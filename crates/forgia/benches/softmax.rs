@@ -10,6 +10,9 @@ fn softmax(c: &mut Criterion) {
     let x = Tensor::randn(&[256, 1024], 0.0, 1.0, &mut rng).unwrap();
     c.bench_function("softmax_256x1024_last_axis", |b| b.iter(|| x.softmax(-1).unwrap()));
     c.bench_function("softmax_256x1024_first_axis", |b| b.iter(|| x.softmax(0).unwrap()));
+    // Lines of four: the per-line overhead, and the grouping of lines into tasks.
+    let short = Tensor::randn(&[262_144, 4], 0.0, 1.0, &mut Rng::new(2)).unwrap();
+    c.bench_function("softmax_262144x4_last_axis", |b| b.iter(|| short.softmax(-1).unwrap()));
     let labels = Indices::from((0..256).map(|i| (i * 37) % 1000).collect::<Vec<usize>>());
     let logits = Tensor::randn(&[256, 1000], 0.0, 1.0, &mut rng).unwrap();
     c.bench_function("cross_entropy_256x1000_fwd_bwd", |b| {

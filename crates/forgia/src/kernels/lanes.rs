@@ -12,6 +12,10 @@ const LANES: usize = 8;
 #[inline(always)]
 pub(crate) fn row_max(x: &[f32]) -> f32 {
     let big = |a: f32, b: f32| if b > a { b } else { a };
+    if x.len() < LANES {
+        // No whole chunk: the lanes would stay -inf and only lengthen the chain below.
+        return x.iter().fold(f32::NEG_INFINITY, |m, &e| big(m, e));
+    }
     let mut acc = [f32::NEG_INFINITY; LANES];
     let mut chunks = x.chunks_exact(LANES);
     for c in &mut chunks {
@@ -100,6 +104,10 @@ mod tests {
         y[17] = f32::NAN;
         assert_eq!(row_max(&y), 9.0);
         assert_eq!(row_max(&[f32::NAN; 11]), f32::NEG_INFINITY);
+        // Shorter than the lanes: folded directly, to the same answers.
+        assert_eq!(row_max(&[f32::NAN, 2.0, -1.0]), 2.0);
+        assert_eq!(row_max(&[f32::NAN; 3]), f32::NEG_INFINITY);
+        assert_eq!(row_max(&x[..7]), x[..7].iter().copied().fold(f32::NEG_INFINITY, f32::max));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! already proved affordable.
 
 mod columns;
+mod short;
 
 use rayon::prelude::*;
 
@@ -49,9 +50,23 @@ pub(crate) fn softmax(x: &[f32], shape: (usize, usize, usize), log: bool, out: &
     debug_assert_eq!(out.len(), shape.0 * shape.1 * shape.2);
     if columns::splits(shape) {
         columns::softmax(x, shape, log, out);
+    } else if let Some(red) = short_lines(shape) {
+        let group = short::group_lines(red) * red;
+        blocks(
+            out,
+            group,
+            #[inline(always)]
+            |o, dst| short::softmax(&x[o * group..][..dst.len()], red, log, dst),
+        );
     } else {
         softmax_by_blocks(x, shape, log, out);
     }
+}
+
+/// The line length when `shape` is last-axis lines short enough for the grouped path
+/// (`short`), else `None`.
+fn short_lines((_, red, inner): (usize, usize, usize)) -> Option<usize> {
+    (inner == 1 && (1..=short::SHORT_LINE).contains(&red)).then_some(red)
 }
 
 /// [`softmax`] split between threads by blocks.
@@ -135,6 +150,17 @@ pub(crate) fn softmax_backward((y, gy): (&[f32], &[f32]), shape: (usize, usize, 
     debug_assert_eq!(y.len(), shape.0 * shape.1 * shape.2);
     if columns::splits(shape) {
         columns::softmax_backward((y, gy), shape, log, out);
+    } else if let Some(red) = short_lines(shape) {
+        let group = short::group_lines(red) * red;
+        blocks(
+            out,
+            group,
+            #[inline(always)]
+            |o, dst| {
+                let at = o * group..o * group + dst.len();
+                short::softmax_backward(&y[at.clone()], &gy[at], red, log, dst)
+            },
+        );
     } else {
         softmax_backward_by_blocks((y, gy), shape, log, out);
     }
@@ -181,8 +207,14 @@ fn softmax_backward_by_blocks(
 /// log-softmax `g - exp(y) · s`.
 #[inline(always)]
 fn grad(log: bool, y: f32, g: f32, s: f32) -> f32 {
+    grad_from_exp(log, y, if log { fastmath::exp(y) } else { 0.0 }, g, s)
+}
+
+/// [`grad`] with `exp(y)` already taken (`exp_y`, read only for log-softmax).
+#[inline(always)]
+fn grad_from_exp(log: bool, y: f32, exp_y: f32, g: f32, s: f32) -> f32 {
     if log {
-        g - fastmath::exp(y) * s
+        g - exp_y * s
     } else {
         y * (g - s)
     }
@@ -312,6 +344,31 @@ mod tests {
                 softmax_backward_by_blocks((&want, &g), shape, log, &mut want_g);
                 columns::softmax_backward((&want, &g), shape, log, &mut got_g);
                 assert_eq!(bits(&got_g), bits(&want_g), "{shape:?} log {log}, backward");
+            }
+        }
+    }
+
+    #[test]
+    fn grouped_short_lines_give_the_line_paths_bits_forward_and_backward() {
+        // Every short length, groups that end in a partial one, lines of -inf, +inf and NaN.
+        for red in 1..=short::SHORT_LINE {
+            let lines = 2 * short::group_lines(red) + 3;
+            let n = lines * red;
+            let mut x: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1013) as f32 * 0.05 - 25.0).collect();
+            x[..red].fill(f32::NEG_INFINITY);
+            x[red] = f32::INFINITY;
+            x[n - 1] = f32::NAN;
+            let g: Vec<f32> = (0..n).map(|i| ((i * 104_729) % 997) as f32 * 1e-3 - 0.5).collect();
+            let shape = (lines, red, 1);
+            for log in [false, true] {
+                let (mut want, mut got) = (vec![0.0; n], vec![0.0; n]);
+                softmax_by_blocks(&x, shape, log, &mut want);
+                softmax(&x, shape, log, &mut got);
+                assert_eq!(bits(&got), bits(&want), "red {red} log {log}");
+                let (mut want_g, mut got_g) = (vec![0.0; n], vec![0.0; n]);
+                softmax_backward_by_blocks((&want, &g), shape, log, &mut want_g);
+                softmax_backward((&want, &g), shape, log, &mut got_g);
+                assert_eq!(bits(&got_g), bits(&want_g), "red {red} log {log}, backward");
             }
         }
     }
