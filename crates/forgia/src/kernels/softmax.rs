@@ -44,29 +44,55 @@ fn blocks(out: &mut [f32], block: usize, line: impl Fn(usize, &mut [f32]) + Sync
 
 /// Softmax (or log-softmax when `log`) along the middle axis. The statistics of all `inner`
 /// lines of a block are kept in vectors so every pass reads memory contiguously. `out` is
-/// shaped like `x` (every element written). With fewer blocks than threads (the first axis of
-/// a matrix) the lines are split by columns instead (`columns`), to the same bits.
+/// shaped like `x` (every element written). Few blocks, or short last-axis lines, are split
+/// otherwise ([`Split`]), to the same bits.
 pub(crate) fn softmax(x: &[f32], shape: (usize, usize, usize), log: bool, out: &mut [f32]) {
     debug_assert_eq!(out.len(), shape.0 * shape.1 * shape.2);
-    if columns::splits(shape) {
-        columns::softmax(x, shape, log, out);
-    } else if let Some(red) = short_lines(shape) {
-        let group = short::group_lines(red) * red;
-        blocks(
+    match Split::of(shape) {
+        Split::Columns => columns::softmax(x, shape, log, out),
+        Split::ShortLines(red) => short_groups(
             out,
-            group,
+            red,
             #[inline(always)]
-            |o, dst| short::softmax(&x[o * group..][..dst.len()], red, log, dst),
-        );
-    } else {
-        softmax_by_blocks(x, shape, log, out);
+            |at, dst| short::softmax(&x[at], red, log, dst),
+        ),
+        Split::Blocks => softmax_by_blocks(x, shape, log, out),
     }
 }
 
-/// The line length when `shape` is last-axis lines short enough for the grouped path
-/// (`short`), else `None`.
-fn short_lines((_, red, inner): (usize, usize, usize)) -> Option<usize> {
-    (inner == 1 && (1..=short::SHORT_LINE).contains(&red)).then_some(red)
+/// How [`softmax`] and [`softmax_backward`] split a `[outer, red, inner]` buffer.
+enum Split {
+    /// Fewer blocks than threads: by column ranges, then rows (`columns`).
+    Columns,
+    /// Last-axis lines of this length, up to `short::SHORT_LINE`: in groups (`short`).
+    ShortLines(usize),
+    /// Block by block ([`blocks`]).
+    Blocks,
+}
+
+impl Split {
+    fn of(shape: (usize, usize, usize)) -> Split {
+        let (_, red, inner) = shape;
+        if columns::splits(shape) {
+            Split::Columns
+        } else if inner == 1 && (1..=short::SHORT_LINE).contains(&red) {
+            Split::ShortLines(red)
+        } else {
+            Split::Blocks
+        }
+    }
+}
+
+/// Runs `group(range, out group)` over groups of whole lines of `red` elements, as [`blocks`]
+/// runs blocks (so mark `group` `#[inline(always)]`); `range` is the group's place in `out`.
+fn short_groups(out: &mut [f32], red: usize, group: impl Fn(std::ops::Range<usize>, &mut [f32]) + Sync) {
+    let len = short::group_lines(red) * red;
+    blocks(
+        out,
+        len,
+        #[inline(always)]
+        |o, dst| group(o * len..o * len + dst.len(), dst),
+    );
 }
 
 /// [`softmax`] split between threads by blocks.
@@ -148,21 +174,15 @@ fn softmax_line(x: &[f32], log: bool, out: &mut [f32]) {
 /// threads as [`softmax`] is.
 pub(crate) fn softmax_backward((y, gy): (&[f32], &[f32]), shape: (usize, usize, usize), log: bool, out: &mut [f32]) {
     debug_assert_eq!(y.len(), shape.0 * shape.1 * shape.2);
-    if columns::splits(shape) {
-        columns::softmax_backward((y, gy), shape, log, out);
-    } else if let Some(red) = short_lines(shape) {
-        let group = short::group_lines(red) * red;
-        blocks(
+    match Split::of(shape) {
+        Split::Columns => columns::softmax_backward((y, gy), shape, log, out),
+        Split::ShortLines(red) => short_groups(
             out,
-            group,
+            red,
             #[inline(always)]
-            |o, dst| {
-                let at = o * group..o * group + dst.len();
-                short::softmax_backward(&y[at.clone()], &gy[at], red, log, dst)
-            },
-        );
-    } else {
-        softmax_backward_by_blocks((y, gy), shape, log, out);
+            |at, dst| short::softmax_backward(&y[at.clone()], &gy[at], red, log, dst),
+        ),
+        Split::Blocks => softmax_backward_by_blocks((y, gy), shape, log, out),
     }
 }
 
