@@ -2,10 +2,12 @@
 //! `[outer, red, inner]` buffer, plus row log-sum-exp for the fused cross-entropy. Each
 //! (outer, inner) line is shifted by its maximum first, so large logits never overflow.
 //!
-//! Results go into `out` buffers the caller allocated. The per-block line statistics (a few
-//! `Vec`s of `inner` floats, one set per block in flight, so per thread) are the only memory
-//! taken here: each is no larger than a block of `out`, which the caller's fallible allocation
-//! already proved affordable.
+//! Results go into `out` buffers the caller allocated. The line statistics are the only memory
+//! taken here: on the block path a few `Vec`s of `inner` floats per block in flight (so per
+//! thread), each no larger than a block of `out`; on the column split (`columns`) two (the
+//! backward one) `Vec`s of `outer · inner` floats, at most twice `out` (when `red` is 1) and
+//! `2 / red` of it in general, so of the order of `out`, whose fallible allocation the caller
+//! already made; short lines use stack buffers.
 
 mod columns;
 mod short;
