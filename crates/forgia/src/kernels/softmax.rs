@@ -10,10 +10,12 @@
 //! already made; short lines use stack buffers.
 
 mod columns;
+mod general;
 mod short;
 
 use rayon::prelude::*;
 
+use self::general::{grad_row, line_grad_sums, line_log_sums, line_shifts, softmax_row};
 use super::lanes::{row_dot, row_max, row_sum_of};
 use super::{fastmath, simd};
 
@@ -109,35 +111,12 @@ fn softmax_by_blocks(x: &[f32], (_, red, inner): (usize, usize, usize), log: boo
                 softmax_line(src, log, dst);
                 return;
             }
-            // Zipped slices, not indices: the loops vectorize only without bounds checks.
-            let mut shift = vec![f32::NEG_INFINITY; inner];
-            for row in src.chunks_exact(inner) {
-                for (m, &v) in shift.iter_mut().zip(row) {
-                    *m = m.max(v);
-                }
-            }
-            for m in shift.iter_mut() {
-                // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
-                *m = if m.is_finite() { *m } else { 0.0 };
-            }
-            let mut s = vec![0.0f32; inner];
-            for (row, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
-                for (((d, &v), &m), s) in d.iter_mut().zip(row).zip(&shift).zip(s.iter_mut()) {
-                    *d = v - m;
-                    *s += fastmath::exp(*d);
-                }
-            }
-            let ls: Vec<f32> = s.iter().map(|v| v.ln()).collect();
-            for d in dst.chunks_exact_mut(inner) {
-                if log {
-                    for (d, &l) in d.iter_mut().zip(&ls) {
-                        *d -= l;
-                    }
-                } else {
-                    for (d, &l) in d.iter_mut().zip(&ls) {
-                        *d = fastmath::exp(*d - l);
-                    }
-                }
+            let mut shift = vec![0.0f32; inner];
+            line_shifts(src, inner, 0, &mut shift);
+            let mut log_sum = vec![0.0f32; inner];
+            line_log_sums(src, inner, 0, &shift, &mut log_sum);
+            for (v, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
+                softmax_row(v, (&shift, &log_sum), log, d);
             }
         },
     );
@@ -210,16 +189,10 @@ fn softmax_backward_by_blocks(
                 }
                 return;
             }
-            let mut s = vec![0.0f32; inner];
-            for (yr, gr) in y.chunks_exact(inner).zip(g.chunks_exact(inner)) {
-                for ((s, &yv), &gv) in s.iter_mut().zip(yr).zip(gr) {
-                    *s += if log { gv } else { gv * yv };
-                }
-            }
+            let mut sum = vec![0.0f32; inner];
+            line_grad_sums((y, g), inner, 0, log, &mut sum);
             for ((d, yr), gr) in dst.chunks_exact_mut(inner).zip(y.chunks_exact(inner)).zip(g.chunks_exact(inner)) {
-                for (((d, &yv), &gv), &s) in d.iter_mut().zip(yr).zip(gr).zip(&s) {
-                    *d = grad(log, yv, gv, s);
-                }
+                grad_row((yr, gr), &sum, log, d);
             }
         },
     );

@@ -1,14 +1,13 @@
 //! Softmax over an axis with few blocks around it (`[outer, red, inner]` with `outer` below
 //! the pool's thread count: the first axis of a matrix is `outer == 1`), split by columns
 //! instead of by blocks: the per-line statistics in parallel over ranges of `COLUMNS` lines,
-//! then every element in parallel over rows. Each line's statistics take the same operations
-//! in the same order as on the block path (`super::softmax`'s general lines), so the two give
-//! the same bits.
+//! then every element in parallel over rows. Both take the block path's own helpers
+//! (`general`), so the two give the same bits.
 
 use rayon::prelude::*;
 
-use super::grad;
-use crate::kernels::{fastmath, simd};
+use super::general::{grad_row, line_grad_sums, line_log_sums, line_shifts, softmax_row};
+use crate::kernels::simd;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
 /// Lines per statistics task: whole cache lines of every row.
@@ -58,57 +57,28 @@ fn rows(out: &mut [f32], inner: usize, row: impl Fn(usize, &mut [f32]) + Sync) {
 
 /// [`super::softmax`] split by columns (see [`splits`]).
 pub(super) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log: bool, out: &mut [f32]) {
-    let mut shift = vec![f32::NEG_INFINITY; outer * inner];
+    let block = |o: usize| &x[o * red * inner..][..red * inner];
+    let mut shift = vec![0.0f32; outer * inner];
     line_stats(
         &mut shift,
         inner,
         #[inline(always)]
-        |o, c0, m| {
-            for r in 0..red {
-                for (m, &v) in m.iter_mut().zip(&x[(o * red + r) * inner + c0..]) {
-                    *m = m.max(v);
-                }
-            }
-            for m in m.iter_mut() {
-                // A line of -inf (or +inf) shifts by 0 so it yields NaN/0 like the math says.
-                *m = if m.is_finite() { *m } else { 0.0 };
-            }
-        },
+        |o, c0, m| line_shifts(block(o), inner, c0, m),
     );
     let mut log_sum = vec![0.0f32; outer * inner];
     line_stats(
         &mut log_sum,
         inner,
         #[inline(always)]
-        |o, c0, s| {
-            let m = &shift[o * inner + c0..][..s.len()];
-            for r in 0..red {
-                for ((s, &v), &m) in s.iter_mut().zip(&x[(o * red + r) * inner + c0..]).zip(m) {
-                    *s += fastmath::exp(v - m);
-                }
-            }
-            for s in s.iter_mut() {
-                *s = s.ln();
-            }
-        },
+        |o, c0, s| line_log_sums(block(o), inner, c0, &shift[o * inner + c0..][..s.len()], s),
     );
     rows(
         out,
         inner,
         #[inline(always)]
         |r, d| {
-            let o = r / red;
-            let (m, l) = (&shift[o * inner..][..inner], &log_sum[o * inner..][..inner]);
-            let v = &x[r * inner..][..inner];
-            if log {
-                for (((d, &v), &m), &l) in d.iter_mut().zip(v).zip(m).zip(l) {
-                    *d = (v - m) - l;
-                }
-            } else {
-                for (((d, &v), &m), &l) in d.iter_mut().zip(v).zip(m).zip(l) {
-                    *d = fastmath::exp((v - m) - l);
-                }
-            }
+            let line = (r / red) * inner..(r / red + 1) * inner;
+            softmax_row(&x[r * inner..][..inner], (&shift[line.clone()], &log_sum[line]), log, d);
         },
     );
 }
@@ -120,30 +90,21 @@ pub(super) fn softmax_backward(
     log: bool,
     out: &mut [f32],
 ) {
+    let block = |o: usize| o * red * inner..(o + 1) * red * inner;
     let mut sums = vec![0.0f32; outer * inner];
     line_stats(
         &mut sums,
         inner,
         #[inline(always)]
-        |o, c0, s| {
-            for r in 0..red {
-                let at = (o * red + r) * inner + c0;
-                for ((s, &yv), &gv) in s.iter_mut().zip(&y[at..]).zip(&gy[at..]) {
-                    *s += if log { gv } else { gv * yv };
-                }
-            }
-        },
+        |o, c0, s| line_grad_sums((&y[block(o)], &gy[block(o)]), inner, c0, log, s),
     );
     rows(
         out,
         inner,
         #[inline(always)]
         |r, d| {
-            let s = &sums[(r / red) * inner..][..inner];
-            let (yr, gr) = (&y[r * inner..][..inner], &gy[r * inner..][..inner]);
-            for (((d, &yv), &gv), &s) in d.iter_mut().zip(yr).zip(gr).zip(s) {
-                *d = grad(log, yv, gv, s);
-            }
+            let (row, line) = (r * inner..(r + 1) * inner, (r / red) * inner..(r / red + 1) * inner);
+            grad_row((&y[row.clone()], &gy[row]), &sums[line], log, d);
         },
     );
 }
