@@ -15,7 +15,7 @@ mod short;
 
 use rayon::prelude::*;
 
-use self::general::{grad_row, line_grad_sums, line_log_sums, line_shifts, softmax_row};
+use self::general::{grad_row, line_grad_sums, line_scales, line_shifts, scale_row, softmax_row};
 use super::lanes::{row_dot, row_max, row_sum_of};
 use super::{fastmath, simd};
 
@@ -113,19 +113,26 @@ fn softmax_by_blocks(x: &[f32], (_, red, inner): (usize, usize, usize), log: boo
             }
             let mut shift = vec![0.0f32; inner];
             line_shifts(src, inner, 0, &mut shift);
-            let mut log_sum = vec![0.0f32; inner];
-            line_log_sums(src, inner, 0, &shift, &mut log_sum);
-            for (v, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
-                softmax_row(v, (&shift, &log_sum), log, d);
+            let mut scale = vec![0.0f32; inner];
+            if log {
+                line_scales(src, (inner, 0), &shift, log, None, &mut scale);
+                for (v, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
+                    softmax_row(v, (&shift, &scale), log, d);
+                }
+            } else {
+                line_scales(src, (inner, 0), &shift, log, Some(&mut *dst), &mut scale);
+                for d in dst.chunks_exact_mut(inner) {
+                    scale_row(d, &scale);
+                }
             }
         },
     );
 }
 
 /// One contiguous line of [`softmax`] (the last axis: `inner == 1`), with the maximum and the
-/// sum taken in lanes. Log-softmax is `(x - max) - log Σ exp(x - max)` as on the general
-/// path; softmax stores `exp(x - max)` once and scales it by the reciprocal of its sum (one
-/// `exp` per element instead of two; 0 · inf gives the general path's NaN for a line of -inf).
+/// sum taken in lanes. As on the general path (`general`), log-softmax is
+/// `(x - max) - log Σ exp(x - max)`, and softmax stores `exp(x - max)` once and scales it by
+/// the reciprocal of its sum (a line of -inf gives NaN, `0 · inf`).
 #[inline(always)]
 fn softmax_line(x: &[f32], log: bool, out: &mut [f32]) {
     let m = row_max(x);

@@ -6,7 +6,7 @@
 
 use rayon::prelude::*;
 
-use super::general::{grad_row, line_grad_sums, line_log_sums, line_shifts, softmax_row};
+use super::general::{grad_row, line_grad_sums, line_scales, line_shifts, softmax_row};
 use crate::kernels::simd;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
@@ -65,12 +65,12 @@ pub(super) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log
         #[inline(always)]
         |o, c0, m| line_shifts(block(o), inner, c0, m),
     );
-    let mut log_sum = vec![0.0f32; outer * inner];
+    let mut scale = vec![0.0f32; outer * inner];
     line_stats(
-        &mut log_sum,
+        &mut scale,
         inner,
         #[inline(always)]
-        |o, c0, s| line_log_sums(block(o), inner, c0, &shift[o * inner + c0..][..s.len()], s),
+        |o, c0, s| line_scales(block(o), (inner, c0), &shift[o * inner + c0..][..s.len()], log, None, s),
     );
     rows(
         out,
@@ -78,7 +78,7 @@ pub(super) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log
         #[inline(always)]
         |r, d| {
             let line = (r / red) * inner..(r / red + 1) * inner;
-            softmax_row(&x[r * inner..][..inner], (&shift[line.clone()], &log_sum[line]), log, d);
+            softmax_row(&x[r * inner..][..inner], (&shift[line.clone()], &scale[line]), log, d);
         },
     );
 }

@@ -23,32 +23,63 @@ pub(super) fn line_shifts(block: &[f32], inner: usize, c0: usize, shift: &mut [f
     }
 }
 
-/// `log Σ exp(v - shift)` of each line.
+/// The scale of each line from `Σ exp(v - shift)`: its log for log-softmax, its reciprocal
+/// for softmax (a line of -inf sums to 0 and scales by inf, so its `0 · inf` gives NaN like
+/// the math says). With `exps` (softmax on the block path: the whole block, `c0` 0) each
+/// `exp(v - shift)` is also stored there, so [`scale_row`] finishes it with one product and
+/// no second `exp`; the sums are the same either way.
 #[inline(always)]
-pub(super) fn line_log_sums(block: &[f32], inner: usize, c0: usize, shift: &[f32], log_sum: &mut [f32]) {
-    log_sum.fill(0.0);
-    for row in block.chunks_exact(inner) {
-        for ((s, &v), &m) in log_sum.iter_mut().zip(&row[c0..]).zip(shift) {
-            *s += fastmath::exp(v - m);
+pub(super) fn line_scales(
+    block: &[f32],
+    (inner, c0): (usize, usize),
+    shift: &[f32],
+    log: bool,
+    exps: Option<&mut [f32]>,
+    scale: &mut [f32],
+) {
+    scale.fill(0.0);
+    match exps {
+        Some(exps) => {
+            for (row, e) in block.chunks_exact(inner).zip(exps.chunks_exact_mut(inner)) {
+                for (((e, &v), &m), s) in e[c0..].iter_mut().zip(&row[c0..]).zip(shift).zip(scale.iter_mut()) {
+                    *e = fastmath::exp(v - m);
+                    *s += *e;
+                }
+            }
+        }
+        None => {
+            for row in block.chunks_exact(inner) {
+                for ((s, &v), &m) in scale.iter_mut().zip(&row[c0..]).zip(shift) {
+                    *s += fastmath::exp(v - m);
+                }
+            }
         }
     }
-    for s in log_sum.iter_mut() {
-        *s = s.ln();
+    for s in scale.iter_mut() {
+        *s = if log { s.ln() } else { 1.0 / *s };
     }
 }
 
-/// One row of a block's softmax from its lines' `(shift, log_sum)`: `(v - shift) - log_sum`,
-/// and its `exp` unless `log`.
+/// One row of a block's softmax from its lines' `(shift, scale)` ([`line_scales`]):
+/// `(v - shift) - log_sum` for log-softmax, `exp(v - shift) · (1 / sum)` for softmax.
 #[inline(always)]
-pub(super) fn softmax_row(v: &[f32], (shift, log_sum): (&[f32], &[f32]), log: bool, out: &mut [f32]) {
+pub(super) fn softmax_row(v: &[f32], (shift, scale): (&[f32], &[f32]), log: bool, out: &mut [f32]) {
     if log {
-        for (((d, &v), &m), &l) in out.iter_mut().zip(v).zip(shift).zip(log_sum) {
+        for (((d, &v), &m), &l) in out.iter_mut().zip(v).zip(shift).zip(scale) {
             *d = (v - m) - l;
         }
     } else {
-        for (((d, &v), &m), &l) in out.iter_mut().zip(v).zip(shift).zip(log_sum) {
-            *d = fastmath::exp((v - m) - l);
+        for (((d, &v), &m), &inv) in out.iter_mut().zip(v).zip(shift).zip(scale) {
+            *d = fastmath::exp(v - m) * inv;
         }
+    }
+}
+
+/// [`softmax_row`] (softmax) of a row whose `exp(v - shift)` [`line_scales`] stored in `out`.
+#[inline(always)]
+pub(super) fn scale_row(out: &mut [f32], scale: &[f32]) {
+    for (d, &inv) in out.iter_mut().zip(scale) {
+        *d *= inv;
     }
 }
 
