@@ -13,7 +13,9 @@ use smallvec::SmallVec;
 use super::capture::Capture;
 use super::hooks::PassLeaves;
 use super::mode::set_grad_enabled;
-use super::node::{attach, Backward, Grads, Held, Node, Parent, VjpCtx, DONE, IDLE, PENDING, RETAIN, RUNNING};
+use super::node::{
+    attach, Backward, GradSlot, Grads, Held, Node, Parent, VjpCtx, ACCUMULATED, DONE, IDLE, PENDING, RETAIN, RUNNING,
+};
 use super::reduce_to::{expandable, sum_to};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
@@ -286,7 +288,7 @@ fn rollback(visited: &[Arc<Node>], pass_id: u64) {
         if node.pass.load(Ordering::Relaxed) != pass_id {
             continue;
         }
-        node.grad.lock().acc = None;
+        take_accumulated(node, &mut node.grad.lock());
         node.pending.store(0, Ordering::Relaxed);
         node.pass.store(0, Ordering::Relaxed);
         // Release: the next pass's Acquire CAS sees the reset counter and slots.
@@ -364,7 +366,7 @@ fn fire(
         handed
     } else {
         let mut slot = node.grad.lock();
-        let g = handed.or_else(|| slot.acc.take().map(|b| *b));
+        let g = handed.or_else(|| take_accumulated(node, &mut slot));
         if retain {
             if let Some(g) = &g {
                 let extra = slot.extra_mut();
@@ -526,10 +528,12 @@ fn check(record: &dyn Backward, parents: &[Option<Parent>], grads: &mut [Option<
 /// # Errors
 /// As [`accumulate`].
 fn hand_or_accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result<Option<Tensor>> {
-    // Acquire: pairs with the AcqRel decrements of the node's other contributions, so when
-    // this one is the last outstanding (1), their accumulations are visible below. Nothing can
-    // add to the node after it: every other contribution has been delivered.
-    if node.pending.load(Ordering::Acquire) == 1 && node.grad.lock().acc.is_none() {
+    // Acquire: pairs with the AcqRel decrements of the node's other contributions (the last
+    // of them heads a release sequence of decrements), so when this one is the last
+    // outstanding (1), their accumulations and the `ACCUMULATED` flag they set are visible
+    // below, read without the lock. Nothing can add to the node after it: every other
+    // contribution has been delivered.
+    if node.pending.load(Ordering::Acquire) == 1 && node.flags.load(Ordering::Relaxed) & ACCUMULATED == 0 {
         return Ok(Some(g));
     }
     accumulate(node, g, differentiable)?;
@@ -543,6 +547,10 @@ fn hand_or_accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result<Op
 /// is then left as it was).
 pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result<()> {
     let mut slot = node.grad.lock();
+    if !node.leaf && slot.acc.is_none() {
+        // Relaxed: published by this contribution's AcqRel decrement (`hand_or_accumulate`).
+        node.flags.fetch_or(ACCUMULATED, Ordering::Relaxed);
+    }
     slot.acc = Some(match slot.acc.take() {
         None => Box::new(g),
         Some(acc) => Box::new(sum(*acc, &g, differentiable).map_err(|b| {
@@ -552,6 +560,15 @@ pub(super) fn accumulate(node: &Node, g: Tensor, differentiable: bool) -> Result
         })?),
     });
     Ok(())
+}
+
+/// Takes an op result's accumulated sum out of its slot (`slot` is the node's locked
+/// `grad`), clearing [`ACCUMULATED`] with it.
+fn take_accumulated(node: &Node, slot: &mut GradSlot) -> Option<Tensor> {
+    let acc = slot.acc.take()?;
+    // Relaxed: the node is owned by this thread (firing, or rolled back after the pass).
+    node.flags.fetch_and(!ACCUMULATED, Ordering::Relaxed);
+    Some(*acc)
 }
 
 /// `acc + g` for gradient accumulation: in place when `acc` owns its buffer outright, else a

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE};
+use super::node::{attach, Backward, Grads, Node, VjpCtx, ACCUMULATED, IDLE};
 use crate::error::{fail, ErrorKind, Result};
 use crate::tensor::Storage;
 use crate::{BackwardOptions, Rng, Tensor};
@@ -93,6 +93,7 @@ fn assert_all_idle(built: &Built) {
         assert_eq!(n.pending.load(Ordering::Relaxed), 0, "{} has a stranded counter", n.name);
         assert_eq!(n.pass.load(Ordering::Relaxed), 0, "{} still names a pass", n.name);
         assert!(n.grad.lock().acc.is_none(), "{} keeps a partial gradient", n.name);
+        assert_eq!(n.flags.load(Ordering::Relaxed) & ACCUMULATED, 0, "{} keeps its accumulated flag", n.name);
     }
 }
 

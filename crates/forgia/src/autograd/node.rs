@@ -188,6 +188,10 @@ pub(super) const RUNNING: u8 = 2;
 pub(super) const DONE: u8 = 1;
 /// Node flag: `retain_grad` was asked for.
 pub(super) const RETAIN: u8 = 2;
+/// Node flag: an op result's accumulator holds a partial sum of the current pass (set and
+/// cleared with the accumulator, under its lock), so a contribution can learn that it is the
+/// node's whole gradient without taking the lock (`engine::hand_or_accumulate`).
+pub(super) const ACCUMULATED: u8 = 4;
 
 /// The gradient slots of a node.
 #[derive(Default)]
@@ -244,7 +248,8 @@ pub(crate) struct Node {
     pub(super) state: AtomicU8,
     /// The id of the pass that counted this node (0 when idle).
     pub(super) pass: AtomicU64,
-    /// [`DONE`] and [`RETAIN`] (one byte for both keeps the node in its size class).
+    /// [`DONE`], [`RETAIN`] and [`ACCUMULATED`] (one byte for all keeps the node in its size
+    /// class).
     pub(super) flags: AtomicU8,
     /// `None` for a leaf, and for an interior node whose record a pass released. Not behind a
     /// lock: the node's state machine already gives one thread at a time the right to touch it

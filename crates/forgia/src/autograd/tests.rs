@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::node::{attach, Backward, Grads, Node, VjpCtx, IDLE};
+use super::node::{attach, Backward, Grads, Node, VjpCtx, ACCUMULATED, IDLE};
 use crate::error::{fail, ErrorKind, Result};
 use crate::{gradcheck, BackwardOptions, GradcheckOptions, Tensor};
 
@@ -68,7 +68,10 @@ fn flaky(x: &Tensor, failures: &Arc<AtomicUsize>) -> Tensor {
 
 fn node_is_idle(t: &Tensor) -> bool {
     let n: &Node = t.node.as_ref().unwrap();
-    n.state.load(Ordering::Relaxed) == IDLE && n.pending.load(Ordering::Relaxed) == 0 && n.grad.lock().acc.is_none()
+    n.state.load(Ordering::Relaxed) == IDLE
+        && n.pending.load(Ordering::Relaxed) == 0
+        && n.grad.lock().acc.is_none()
+        && n.flags.load(Ordering::Relaxed) & ACCUMULATED == 0
 }
 
 #[test]
@@ -122,6 +125,24 @@ fn a_failed_pass_without_retain_graph_fails_clearly_on_retry() {
     assert!(loss.backward().is_err());
     // The sum node fired and released its record before the failure.
     assert!(matches!(loss.backward().unwrap_err().kind(), ErrorKind::GraphReleased { .. }));
+}
+
+#[test]
+fn a_node_whose_gradient_arrives_in_parts_fires_with_their_sum_in_every_pass() {
+    // h = tanh(x) feeds three consumers: its first contributions are accumulated, the last is
+    // added to them (were it handed over alone, the gradient would miss the others), and the
+    // sum is taken out with its flag, so the next pass over the retained graph starts clean.
+    let x = Tensor::variable(vec![0.3, -0.7], &[2]).unwrap();
+    let h = x.tanh();
+    let y = h.mul(&h).unwrap().add(&h.scale(3.0)).unwrap().sum_all();
+    let want: Vec<f32> = [0.3f32, -0.7].iter().map(|v| (2.0 * v.tanh() + 3.0) * (1.0 - v.tanh().powi(2))).collect();
+    for serial in [true, false, true] {
+        x.zero_grad();
+        y.backward_with(None, BackwardOptions { retain_graph: true, serial, ..Default::default() }).unwrap();
+        let got = x.grad().unwrap().to_vec();
+        assert!(got.iter().zip(&want).all(|(g, w)| (g - w).abs() < 1e-6), "serial {serial}: {got:?} against {want:?}");
+        assert!(node_is_idle(&h), "h keeps a partial sum or its flag after the pass");
+    }
 }
 
 #[test]
