@@ -70,7 +70,7 @@ pub(super) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log
         &mut scale,
         inner,
         #[inline(always)]
-        |o, c0, s| line_scales(block(o), (inner, c0), &shift[o * inner + c0..][..s.len()], log, None, s),
+        |o, c0, s| line_scales(block(o), inner, c0, &shift[o * inner + c0..][..s.len()], log, None, s),
     );
     rows(
         out,

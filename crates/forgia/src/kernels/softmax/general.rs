@@ -31,7 +31,8 @@ pub(super) fn line_shifts(block: &[f32], inner: usize, c0: usize, shift: &mut [f
 #[inline(always)]
 pub(super) fn line_scales(
     block: &[f32],
-    (inner, c0): (usize, usize),
+    inner: usize,
+    c0: usize,
     shift: &[f32],
     log: bool,
     exps: Option<&mut [f32]>,
