@@ -113,14 +113,14 @@ fn softmax_by_blocks(x: &[f32], (_, red, inner): (usize, usize, usize), log: boo
             }
             let mut shift = vec![0.0f32; inner];
             line_shifts(src, inner, 0, &mut shift);
+            // Softmax keeps its `exp`s in `dst` and only scales them below.
             let mut scale = vec![0.0f32; inner];
+            line_scales(src, inner, 0, &shift, log, (!log).then_some(&mut *dst), &mut scale);
             if log {
-                line_scales(src, inner, 0, &shift, log, None, &mut scale);
                 for (v, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
                     softmax_row(v, (&shift, &scale), log, d);
                 }
             } else {
-                line_scales(src, inner, 0, &shift, log, Some(&mut *dst), &mut scale);
                 for d in dst.chunks_exact_mut(inner) {
                     scale_row(d, &scale);
                 }
