@@ -6,8 +6,9 @@
 //! taken here: on the block path a few `Vec`s of `inner` floats per block in flight (so per
 //! thread), each no larger than a block of `out`; on the column split (`columns`) two (the
 //! backward one) `Vec`s of `outer · inner` floats, at most twice `out` (when `red` is 1) and
-//! `2 / red` of it in general, so of the order of `out`, whose fallible allocation the caller
-//! already made; short lines use stack buffers.
+//! `2 / red` of it in general, plus for softmax a list of `out`'s row pieces (a 16-byte slice
+//! per 64 floats: a sixteenth of `out`), so of the order of `out`, whose fallible allocation
+//! the caller already made; short lines use stack buffers.
 
 mod columns;
 mod general;
@@ -115,7 +116,7 @@ fn softmax_by_blocks(x: &[f32], (_, red, inner): (usize, usize, usize), log: boo
             line_shifts(src, inner, 0, &mut shift);
             // Softmax keeps its `exp`s in `dst` and only scales them below.
             let mut scale = vec![0.0f32; inner];
-            line_scales(src, inner, 0, &shift, log, (!log).then_some(&mut *dst), &mut scale);
+            line_scales(src, inner, 0, &shift, log, (!log).then(|| dst.chunks_exact_mut(inner)), &mut scale);
             if log {
                 for (v, d) in src.chunks_exact(inner).zip(dst.chunks_exact_mut(inner)) {
                     softmax_row(v, (&shift, &scale), log, d);

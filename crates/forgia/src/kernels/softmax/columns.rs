@@ -2,11 +2,13 @@
 //! the pool's thread count: the first axis of a matrix is `outer == 1`), split by columns
 //! instead of by blocks: the per-line statistics in parallel over ranges of `COLUMNS` lines,
 //! then every element in parallel over rows. Both take the block path's own helpers
-//! (`general`), so the two give the same bits.
+//! (`general`), so the two give the same bits. As on the block path, softmax stores each
+//! `exp(v - shift)` in `out` while it sums them (each range's task writes the pieces of the
+//! rows in its columns, [`row_pieces`]), and the row pass only scales them.
 
 use rayon::prelude::*;
 
-use super::general::{grad_row, line_grad_sums, line_scales, line_shifts, softmax_row};
+use super::general::{grad_row, line_grad_sums, line_scales, line_shifts, scale_row, softmax_row};
 use crate::kernels::simd;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 
@@ -25,16 +27,50 @@ pub(super) fn splits((outer, red, inner): (usize, usize, usize)) -> bool {
 /// `COLUMNS` lines in parallel, on `stats` (`outer` blocks of `inner` line statistics), inside
 /// [`simd::vectorized`] (so mark `stat` `#[inline(always)]`).
 fn line_stats(stats: &mut [f32], inner: usize, stat: impl Fn(usize, usize, &mut [f32]) + Sync) {
+    let mut none = vec![(); stats.len().div_ceil(inner.max(1)) * inner.div_ceil(COLUMNS)];
+    line_stats_with(
+        stats,
+        inner,
+        &mut none,
+        #[inline(always)]
+        |o, c0, range, ()| stat(o, c0, range),
+    );
+}
+
+/// [`line_stats`] with one `item` per range handed to its task (`items`: block by block,
+/// `inner.div_ceil(COLUMNS)` per block, in column order).
+fn line_stats_with<P: Send>(
+    stats: &mut [f32],
+    inner: usize,
+    items: &mut [P],
+    stat: impl Fn(usize, usize, &mut [f32], &mut P) + Sync,
+) {
+    let ranges = inner.div_ceil(COLUMNS);
     parallel::install(|| {
-        stats.par_chunks_mut(inner).enumerate().for_each(|(o, block)| {
-            block.par_chunks_mut(COLUMNS).enumerate().for_each(|(t, range)| {
+        stats.par_chunks_mut(inner).zip(items.par_chunks_mut(ranges)).enumerate().for_each(|(o, (block, items))| {
+            block.par_chunks_mut(COLUMNS).zip(items.par_iter_mut()).enumerate().for_each(|(t, (range, item))| {
                 simd::vectorized(
                     #[inline(always)]
-                    || stat(o, t * COLUMNS, range),
+                    || stat(o, t * COLUMNS, range, item),
                 )
             })
         })
     });
+}
+
+/// `out`'s rows cut every `COLUMNS` columns and gathered by range: entry `o · ranges + t`
+/// (`ranges = inner.div_ceil(COLUMNS)`) holds the pieces of block `o`'s rows in columns
+/// `t · COLUMNS..`, top to bottom, so the statistics task of each range can write into its own
+/// columns of every row.
+fn row_pieces(out: &mut [f32], (outer, red, inner): (usize, usize, usize)) -> Vec<Vec<&mut [f32]>> {
+    let ranges = inner.div_ceil(COLUMNS);
+    let mut pieces: Vec<Vec<&mut [f32]>> = (0..outer * ranges).map(|_| Vec::with_capacity(red)).collect();
+    for (r, row) in out.chunks_exact_mut(inner).enumerate() {
+        for (piece, list) in row.chunks_mut(COLUMNS).zip(&mut pieces[(r / red) * ranges..]) {
+            list.push(piece);
+        }
+    }
+    pieces
 }
 
 /// Runs `row(row index, out row)` over every row of `inner` elements of `out` in parallel,
@@ -66,19 +102,35 @@ pub(super) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log
         |o, c0, m| line_shifts(block(o), inner, c0, m),
     );
     let mut scale = vec![0.0f32; outer * inner];
-    line_stats(
-        &mut scale,
-        inner,
-        #[inline(always)]
-        |o, c0, s| line_scales(block(o), inner, c0, &shift[o * inner + c0..][..s.len()], log, None, s),
-    );
+    {
+        // Softmax writes its `exp`s into `out` here; log-softmax has no use for them.
+        let mut pieces = if log {
+            (0..outer * inner.div_ceil(COLUMNS)).map(|_| Vec::new()).collect()
+        } else {
+            row_pieces(out, (outer, red, inner))
+        };
+        line_stats_with(
+            &mut scale,
+            inner,
+            &mut pieces,
+            #[inline(always)]
+            |o, c0, s, rows| {
+                let exps = (!log).then(|| rows.iter_mut().map(|p| &mut **p));
+                line_scales(block(o), inner, c0, &shift[o * inner + c0..][..s.len()], log, exps, s)
+            },
+        );
+    }
     rows(
         out,
         inner,
         #[inline(always)]
         |r, d| {
             let line = (r / red) * inner..(r / red + 1) * inner;
-            softmax_row(&x[r * inner..][..inner], (&shift[line.clone()], &scale[line]), log, d);
+            if log {
+                softmax_row(&x[r * inner..][..inner], (&shift[line.clone()], &scale[line]), log, d);
+            } else {
+                scale_row(d, &scale[line]);
+            }
         },
     );
 }

@@ -25,24 +25,24 @@ pub(super) fn line_shifts(block: &[f32], inner: usize, c0: usize, shift: &mut [f
 
 /// The scale of each line from `Σ exp(v - shift)`: its log for log-softmax, its reciprocal
 /// for softmax (a line of -inf sums to 0 and scales by inf, so its `0 · inf` gives NaN like
-/// the math says). With `exps` (softmax on the block path: the whole block, `c0` 0) each
-/// `exp(v - shift)` is also stored there, so [`scale_row`] finishes it with one product and
-/// no second `exp`; the sums are the same either way.
+/// the math says). With `exps` (softmax: one destination per row of the block, holding its
+/// columns `c0..c0 + len`) each `exp(v - shift)` is also stored there, so [`scale_row`]
+/// finishes it with one product and no second `exp`; the sums are the same either way.
 #[inline(always)]
-pub(super) fn line_scales(
+pub(super) fn line_scales<'e>(
     block: &[f32],
     inner: usize,
     c0: usize,
     shift: &[f32],
     log: bool,
-    exps: Option<&mut [f32]>,
+    exps: Option<impl Iterator<Item = &'e mut [f32]>>,
     scale: &mut [f32],
 ) {
     scale.fill(0.0);
     match exps {
         Some(exps) => {
-            for (row, e) in block.chunks_exact(inner).zip(exps.chunks_exact_mut(inner)) {
-                for (((e, &v), &m), s) in e[c0..].iter_mut().zip(&row[c0..]).zip(shift).zip(scale.iter_mut()) {
+            for (row, e) in block.chunks_exact(inner).zip(exps) {
+                for (((e, &v), &m), s) in e.iter_mut().zip(&row[c0..]).zip(shift).zip(scale.iter_mut()) {
                     *e = fastmath::exp(v - m);
                     *s += *e;
                 }
