@@ -15,6 +15,11 @@ use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
 /// Lines per statistics task: whole cache lines of every row.
 const COLUMNS: usize = 64;
 
+/// Statistics tasks (ranges of `COLUMNS` lines) per block of `inner` lines.
+fn ranges(inner: usize) -> usize {
+    inner.div_ceil(COLUMNS)
+}
+
 /// Whether `[outer, red, inner]` takes the column split: fewer blocks than threads, enough
 /// work to share, and at least two ranges of lines.
 pub(super) fn splits((outer, red, inner): (usize, usize, usize)) -> bool {
@@ -27,7 +32,7 @@ pub(super) fn splits((outer, red, inner): (usize, usize, usize)) -> bool {
 /// `COLUMNS` lines in parallel, on `stats` (`outer` blocks of `inner` line statistics), inside
 /// [`simd::vectorized`] (so mark `stat` `#[inline(always)]`).
 fn line_stats(stats: &mut [f32], inner: usize, stat: impl Fn(usize, usize, &mut [f32]) + Sync) {
-    let mut none = vec![(); stats.len().div_ceil(inner.max(1)) * inner.div_ceil(COLUMNS)];
+    let mut none = vec![(); stats.len() / inner * ranges(inner)];
     line_stats_with(
         stats,
         inner,
@@ -38,35 +43,36 @@ fn line_stats(stats: &mut [f32], inner: usize, stat: impl Fn(usize, usize, &mut 
 }
 
 /// [`line_stats`] with one `item` per range handed to its task (`items`: block by block,
-/// `inner.div_ceil(COLUMNS)` per block, in column order).
+/// [`ranges`] per block, in column order).
 fn line_stats_with<P: Send>(
     stats: &mut [f32],
     inner: usize,
     items: &mut [P],
     stat: impl Fn(usize, usize, &mut [f32], &mut P) + Sync,
 ) {
-    let ranges = inner.div_ceil(COLUMNS);
     parallel::install(|| {
-        stats.par_chunks_mut(inner).zip(items.par_chunks_mut(ranges)).enumerate().for_each(|(o, (block, items))| {
-            block.par_chunks_mut(COLUMNS).zip(items.par_iter_mut()).enumerate().for_each(|(t, (range, item))| {
-                simd::vectorized(
-                    #[inline(always)]
-                    || stat(o, t * COLUMNS, range, item),
-                )
-            })
-        })
+        stats.par_chunks_mut(inner).zip(items.par_chunks_mut(ranges(inner))).enumerate().for_each(
+            |(o, (block, items))| {
+                block.par_chunks_mut(COLUMNS).zip(items.par_iter_mut()).enumerate().for_each(|(t, (range, item))| {
+                    simd::vectorized(
+                        #[inline(always)]
+                        || stat(o, t * COLUMNS, range, item),
+                    )
+                })
+            },
+        )
     });
 }
 
-/// `out`'s rows cut every `COLUMNS` columns and gathered by range: entry `o · ranges + t`
-/// (`ranges = inner.div_ceil(COLUMNS)`) holds the pieces of block `o`'s rows in columns
+/// `out`'s rows cut every `COLUMNS` columns and gathered by range: entry `o · per_block + t`
+/// (`per_block`: [`ranges`] of `inner`) holds the pieces of block `o`'s rows in columns
 /// `t · COLUMNS..`, top to bottom, so the statistics task of each range can write into its own
 /// columns of every row.
 fn row_pieces(out: &mut [f32], (outer, red, inner): (usize, usize, usize)) -> Vec<Vec<&mut [f32]>> {
-    let ranges = inner.div_ceil(COLUMNS);
-    let mut pieces: Vec<Vec<&mut [f32]>> = (0..outer * ranges).map(|_| Vec::with_capacity(red)).collect();
+    let per_block = ranges(inner);
+    let mut pieces: Vec<Vec<&mut [f32]>> = (0..outer * per_block).map(|_| Vec::with_capacity(red)).collect();
     for (r, row) in out.chunks_exact_mut(inner).enumerate() {
-        for (piece, list) in row.chunks_mut(COLUMNS).zip(&mut pieces[(r / red) * ranges..]) {
+        for (piece, list) in row.chunks_mut(COLUMNS).zip(&mut pieces[(r / red) * per_block..]) {
             list.push(piece);
         }
     }
@@ -105,7 +111,7 @@ pub(super) fn softmax(x: &[f32], (outer, red, inner): (usize, usize, usize), log
     {
         // Softmax writes its `exp`s into `out` here; log-softmax has no use for them.
         let mut pieces = if log {
-            (0..outer * inner.div_ceil(COLUMNS)).map(|_| Vec::new()).collect()
+            (0..outer * ranges(inner)).map(|_| Vec::new()).collect()
         } else {
             row_pieces(out, (outer, red, inner))
         };
