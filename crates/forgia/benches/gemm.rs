@@ -1,6 +1,7 @@
 //! GEMM: forgia's matmul against the `gemm` crate called directly on the same 2048³ shapes,
 //! and on the weight-gradient products `gyᵀ · x` of W6 (small output, inner dimension 2048),
-//! which forgia splits along the inner dimension. Throughput is reported in elements/s where
+//! which forgia splits along the inner dimension, and on products with a broadcast operand (the
+//! backward of a product before a sum). Throughput is reported in elements/s where
 //! one element is one FLOP.
 #![allow(missing_docs)] // criterion_group! generates an undocumented public fn
 
@@ -142,5 +143,26 @@ fn transposed_rhs(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, gemm_2048, weight_gradients, transposed_rhs);
+/// Products with a broadcast operand, as the gradient of `y.sum()` meets `y = t · v` (W11's
+/// shapes, `t` [64, 256], `v` [256, 256]): `gy · vᵀ` and `gy · v` sum `v` over `k` along and
+/// across its storage, `tᵀ · gy` and `t · gy` sum `t` the same two ways (`gy` one element
+/// broadcast; see `kernels/gemm/broadcast.rs`).
+fn broadcast_sums(c: &mut Criterion) {
+    let (m, k) = (64, 256);
+    let mut rng = Rng::new(4);
+    let t = Tensor::randn(&[m, k], 0.0, 1.0, &mut rng).unwrap();
+    let v = Tensor::randn(&[k, k], 0.0, 1.0, &mut rng).unwrap();
+    let (tt, vt) = (t.transpose(0, 1).unwrap(), v.transpose(0, 1).unwrap());
+    let one = Tensor::full(&[1, 1], 1.0).unwrap();
+    let (gy_mk, gy_kk) = (one.broadcast_to(&[m, k]).unwrap(), one.broadcast_to(&[k, k]).unwrap());
+    let mut group = c.benchmark_group("broadcast_sum");
+    group.sample_size(20);
+    group.bench_function("gy_vt", |bench| bench.iter(|| gy_mk.matmul(&vt).unwrap()));
+    group.bench_function("gy_v", |bench| bench.iter(|| gy_mk.matmul(&v).unwrap()));
+    group.bench_function("tt_gy", |bench| bench.iter(|| tt.matmul(&gy_mk).unwrap()));
+    group.bench_function("t_gy", |bench| bench.iter(|| t.matmul(&gy_kk).unwrap()));
+    group.finish();
+}
+
+criterion_group!(benches, gemm_2048, weight_gradients, transposed_rhs, broadcast_sums);
 criterion_main!(benches);

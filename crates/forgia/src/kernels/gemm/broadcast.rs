@@ -14,7 +14,11 @@
 //! - `b` constant along `n` (column stride 0): every column of `c` is `alpha · a · b[:, 0]`.
 //!
 //! The sums and the one matrix–vector product are the `gemm` crate's, computed into the first
-//! row or column of `c` itself (which then needs no scratch), and spread from there.
+//! row or column of `c` itself (which then needs no scratch), and spread from there. A sum is
+//! the product with a vector of ones read at unit stride ([`ONES`]): the crate's
+//! matrix–vector path takes it whichever way the summed operand is stored, where a ones
+//! operand of stride 0 sent it to the packed kernel, which gathered a transposed operand one
+//! element at a time (W11's `gy · Vᵀ`: half of its serial backward's packing).
 //!
 //! The results are the full product's up to rounding: the sum over `k` is taken before the
 //! multiplication by the repeated factor rather than after, so the one difference beyond
@@ -23,8 +27,9 @@
 
 use super::{crate_gemm, MatRef};
 
-/// The operand of ones a sum over `k` multiplies by: one element read with both strides 0.
-static ONE: [f32; 1] = [1.0];
+/// The ones a sum over `k` multiplies by, read at unit stride (see the module doc); a longer
+/// sum goes in chunks of this many terms ([`sum_over_k`]).
+static ONES: [f32; 2048] = [1.0; 2048];
 
 /// Which of the module doc's forms a product takes, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,11 +75,14 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
         return false;
     };
     let c = &mut c[..m * n];
-    let one = MatRef { data: &ONE, offset: 0, row_stride: 0, col_stride: 0 };
     match form {
         Form::LhsAlongK => {
             // Row 0 of `c` takes the column sums of `b`, then scales into every row.
-            crate_gemm((1, n, k), (one, b), &mut c[..n], false, alpha, 1);
+            sum_over_k(k, |p, kc, accumulate| {
+                let ones = MatRef { data: &ONES, offset: 0, row_stride: 0, col_stride: 1 };
+                let rows = MatRef { offset: b.offset + p * b.row_stride.unsigned_abs(), ..b };
+                crate_gemm((1, n, kc), (ones, rows), &mut c[..n], accumulate, alpha, 1);
+            });
             let (sums, rest) = c.split_at_mut(n);
             for (i, row) in rest.chunks_exact_mut(n).enumerate() {
                 let ai = a.at(i + 1, 0);
@@ -86,7 +94,11 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
         Form::RhsAlongK => {
             // The first `m` floats take `a`'s row sums (an `m × 1` output), then each row is
             // written from the last: row `i` starts at `i · n ≥ i`, past every sum still needed.
-            crate_gemm((m, 1, k), (a, one), &mut c[..m], false, alpha, 1);
+            sum_over_k(k, |p, kc, accumulate| {
+                let ones = MatRef { data: &ONES, offset: 0, row_stride: 1, col_stride: 0 };
+                let cols = MatRef { offset: a.offset + p * a.col_stride.unsigned_abs(), ..a };
+                crate_gemm((m, 1, kc), (cols, ones), &mut c[..m], accumulate, alpha, 1);
+            });
             for i in (0..m).rev() {
                 let (ri, row) = (c[i], i * n..(i + 1) * n);
                 match b.col_stride {
@@ -112,6 +124,17 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
     true
 }
 
+/// Calls `sum(p, kc, accumulate)` for each chunk `p..p + kc` of `0..k` no longer than
+/// [`ONES`], with `accumulate` false for the first chunk (which sets the sums) and true after.
+fn sum_over_k(k: usize, mut sum: impl FnMut(usize, usize, bool)) {
+    let mut p = 0;
+    while p < k {
+        let kc = (k - p).min(ONES.len());
+        sum(p, kc, p > 0);
+        p += kc;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,42 +155,48 @@ mod tests {
         (0..len).map(|i| ((i * 7 + salt) % 23) as f32 / 11.0 - 1.0).collect()
     }
 
-    /// Every form, on odd sizes, with offsets, a transposed dense operand and `alpha`, against
-    /// f64 and against the crate reading the same views.
+    /// Every form, on odd sizes, with offsets, each dense operand stored both ways and `alpha`,
+    /// against f64 and against the crate reading the same views.
     #[test]
     fn each_broadcast_form_matches_the_full_product() {
         let data_a = values(70_000, 1);
         let data_b = values(70_000, 2);
-        for &(m, n, k) in &[(2, 2, 2), (17, 33, 9), (64, 256, 256), (5, 1, 40), (1, 7, 300)] {
-            let dense_a = MatRef { data: &data_a, offset: 3, row_stride: 1, col_stride: m as isize }; // aᵀ stored
-            let dense_b = MatRef { data: &data_b, offset: 5, row_stride: n as isize, col_stride: 1 };
-            let cases = [
-                ("a constant along k", MatRef { col_stride: 0, row_stride: 1, ..dense_a }, dense_b),
-                ("a one element", MatRef { col_stride: 0, row_stride: 0, ..dense_a }, dense_b),
-                ("b constant along k", dense_a, MatRef { row_stride: 0, ..dense_b }),
-                ("b one element", dense_a, MatRef { row_stride: 0, col_stride: 0, ..dense_b }),
-                ("a's rows equal", MatRef { row_stride: 0, col_stride: 1, ..dense_a }, dense_b),
-                ("b's columns equal", dense_a, MatRef { col_stride: 0, row_stride: 1, ..dense_b }),
-            ];
-            for (what, a, b) in cases {
-                let want = naive(m, n, k, &a, &b, 0.5);
-                let mut c = vec![f32::NAN; m * n];
-                let took = product(m, n, k, a, b, &mut c, 0.5);
-                assert_eq!(took, form(m, n, k, &a, &b).is_some(), "{what} {m}x{n}x{k}");
-                if !took {
-                    continue; // a broadcast along an axis of one element: the crate's product
-                }
-                let mut full = vec![0.0; m * n];
-                crate_gemm((m, n, k), (a, b), &mut full, false, 0.5, 1);
-                for i in 0..m * n {
-                    let tol = 1e-5 * (1.0 + want[i].abs()) * (k as f64).sqrt();
-                    assert!(
-                        (f64::from(c[i]) - want[i]).abs() <= tol,
-                        "{what} {m}x{n}x{k} [{i}]: {} vs {}",
-                        c[i],
-                        want[i]
-                    );
-                    assert!(f64::from((c[i] - full[i]).abs()) <= tol, "{what} {m}x{n}x{k} [{i}] against the crate");
+        // 4,500 terms: a sum over `k` in three chunks of `ONES`.
+        for &(m, n, k) in &[(2, 2, 2), (17, 33, 9), (64, 256, 256), (5, 1, 40), (1, 7, 300), (3, 5, 4500)] {
+            // aᵀ stored with b row-major, then a row-major with bᵀ stored: each sum over `k`
+            // is read both along and across its operand's storage.
+            for transposed in [false, true] {
+                let ((ars, acs), (brs, bcs)) = if transposed { ((k, 1), (1, k)) } else { ((1, m), (n, 1)) };
+                let dense_a = MatRef { data: &data_a, offset: 3, row_stride: ars as isize, col_stride: acs as isize };
+                let dense_b = MatRef { data: &data_b, offset: 5, row_stride: brs as isize, col_stride: bcs as isize };
+                let cases = [
+                    ("a constant along k", MatRef { col_stride: 0, row_stride: 1, ..dense_a }, dense_b),
+                    ("a one element", MatRef { col_stride: 0, row_stride: 0, ..dense_a }, dense_b),
+                    ("b constant along k", dense_a, MatRef { row_stride: 0, ..dense_b }),
+                    ("b one element", dense_a, MatRef { row_stride: 0, col_stride: 0, ..dense_b }),
+                    ("a's rows equal", MatRef { row_stride: 0, col_stride: 1, ..dense_a }, dense_b),
+                    ("b's columns equal", dense_a, MatRef { col_stride: 0, row_stride: 1, ..dense_b }),
+                ];
+                for (what, a, b) in cases {
+                    let want = naive(m, n, k, &a, &b, 0.5);
+                    let mut c = vec![f32::NAN; m * n];
+                    let took = product(m, n, k, a, b, &mut c, 0.5);
+                    assert_eq!(took, form(m, n, k, &a, &b).is_some(), "{what} {m}x{n}x{k}");
+                    if !took {
+                        continue; // a broadcast along an axis of one element: the crate's product
+                    }
+                    let mut full = vec![0.0; m * n];
+                    crate_gemm((m, n, k), (a, b), &mut full, false, 0.5, 1);
+                    for i in 0..m * n {
+                        let tol = 1e-5 * (1.0 + want[i].abs()) * (k as f64).sqrt();
+                        assert!(
+                            (f64::from(c[i]) - want[i]).abs() <= tol,
+                            "{what} {m}x{n}x{k} [{i}]: {} vs {}",
+                            c[i],
+                            want[i]
+                        );
+                        assert!(f64::from((c[i] - full[i]).abs()) <= tol, "{what} {m}x{n}x{k} [{i}] against the crate");
+                    }
                 }
             }
         }
