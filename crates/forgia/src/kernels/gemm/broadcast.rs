@@ -18,7 +18,7 @@
 //! the product with a vector of ones read at unit stride ([`ONES`]): the crate's
 //! matrix–vector path takes it whichever way the summed operand is stored, where a ones
 //! operand of stride 0 sent it to the packed kernel, which gathered a transposed operand one
-//! element at a time (W11's `gy · Vᵀ`: half of its serial backward's packing).
+//! element at a time (ten times slower: `benches/gemm.rs`, group `broadcast_sum`).
 //!
 //! The results are the full product's up to rounding: the sum over `k` is taken before the
 //! multiplication by the repeated factor rather than after, so the one difference beyond
