@@ -14,7 +14,8 @@
 //! - `b` constant along `n` (column stride 0): every column of `c` is `alpha · a · b[:, 0]`.
 //!
 //! The sums and the one matrix–vector product are the `gemm` crate's, computed into the first
-//! row or column of `c` itself (which then needs no scratch), and spread from there. A sum is
+//! row or column of `c` itself (which then needs no scratch), and spread from there in the
+//! CPU's widest vectors ([`vectorized`]: the crate is built for baseline x86-64). A sum is
 //! the product with a vector of ones read at unit stride ([`ONES`]): the crate's
 //! matrix–vector path takes it whichever way the summed operand is stored, where a ones
 //! operand of stride 0 sent it to the packed kernel, which gathered a transposed operand one
@@ -26,6 +27,7 @@
 //! `Σ b` past `3.4e38`).
 
 use super::{crate_gemm, MatRef};
+use crate::kernels::simd::vectorized;
 
 /// The ones a sum over `k` multiplies by, read at unit stride (see the module doc); a longer
 /// sum goes in chunks of this many terms ([`sum_over_k`]).
@@ -84,12 +86,17 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
                 crate_gemm((1, n, kc), (ones, rows), &mut c[..n], accumulate, alpha, 1);
             });
             let (sums, rest) = c.split_at_mut(n);
-            for (i, row) in rest.chunks_exact_mut(n).enumerate() {
-                let ai = a.at(i + 1, 0);
-                row.iter_mut().zip(&*sums).for_each(|(y, s)| *y = ai * s);
-            }
-            let a0 = a.at(0, 0);
-            sums.iter_mut().for_each(|s| *s *= a0);
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (i, row) in rest.chunks_exact_mut(n).enumerate() {
+                        let ai = a.at(i + 1, 0);
+                        row.iter_mut().zip(&*sums).for_each(|(y, s)| *y = ai * s);
+                    }
+                    let a0 = a.at(0, 0);
+                    sums.iter_mut().for_each(|s| *s *= a0);
+                },
+            );
         }
         Form::RhsAlongK => {
             // The first `m` floats take `a`'s row sums (an `m × 1` output), then each row is
@@ -99,14 +106,19 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
                 let cols = MatRef { offset: a.offset + p * a.col_stride.unsigned_abs(), ..a };
                 crate_gemm((m, 1, kc), (cols, ones), &mut c[..m], accumulate, alpha, 1);
             });
-            for i in (0..m).rev() {
-                let (ri, row) = (c[i], i * n..(i + 1) * n);
-                match b.col_stride {
-                    0 => c[row].fill(ri * b.at(0, 0)),
-                    1 => c[row].iter_mut().zip(&b.data[b.offset..b.offset + n]).for_each(|(y, x)| *y = ri * x),
-                    _ => c[row].iter_mut().enumerate().for_each(|(j, y)| *y = ri * b.at(0, j)),
-                }
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for i in (0..m).rev() {
+                        let (ri, row) = (c[i], i * n..(i + 1) * n);
+                        match b.col_stride {
+                            0 => c[row].fill(ri * b.at(0, 0)),
+                            1 => c[row].iter_mut().zip(&b.data[b.offset..b.offset + n]).for_each(|(y, x)| *y = ri * x),
+                            _ => c[row].iter_mut().enumerate().for_each(|(j, y)| *y = ri * b.at(0, j)),
+                        }
+                    }
+                },
+            );
         }
         Form::LhsRows => {
             crate_gemm((1, n, k), (a, b), &mut c[..n], false, alpha, 1);
@@ -115,10 +127,15 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
         }
         Form::RhsCols => {
             crate_gemm((m, 1, k), (a, b), &mut c[..m], false, alpha, 1);
-            for i in (0..m).rev() {
-                let ui = c[i];
-                c[i * n..(i + 1) * n].fill(ui);
-            }
+            vectorized(
+                #[inline(always)]
+                || {
+                    for i in (0..m).rev() {
+                        let ui = c[i];
+                        c[i * n..(i + 1) * n].fill(ui);
+                    }
+                },
+            );
         }
     }
     true
