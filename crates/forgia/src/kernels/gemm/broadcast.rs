@@ -30,7 +30,7 @@ use super::{crate_gemm, MatRef};
 use crate::kernels::simd::vectorized;
 
 /// The ones a sum over `k` multiplies by, read at unit stride (see the module doc); a longer
-/// sum goes in chunks of this many terms ([`sum_over_k`]).
+/// sum goes in chunks of this many terms ([`column_sums`]).
 static ONES: [f32; 2048] = [1.0; 2048];
 
 /// Which of the module doc's forms a product takes, if any.
@@ -80,11 +80,7 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
     match form {
         Form::LhsAlongK => {
             // Row 0 of `c` takes the column sums of `b`, then scales into every row.
-            sum_over_k(k, |p, kc, accumulate| {
-                let ones = MatRef { data: &ONES, offset: 0, row_stride: 0, col_stride: 1 };
-                let rows = MatRef { offset: b.offset + p * b.row_stride.unsigned_abs(), ..b };
-                crate_gemm((1, n, kc), (ones, rows), &mut c[..n], accumulate, alpha, 1);
-            });
+            column_sums((k, n), b, &mut c[..n], alpha);
             let (sums, rest) = c.split_at_mut(n);
             vectorized(
                 #[inline(always)]
@@ -101,11 +97,8 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
         Form::RhsAlongK => {
             // The first `m` floats take `a`'s row sums (an `m × 1` output), then each row is
             // written from the last: row `i` starts at `i · n ≥ i`, past every sum still needed.
-            sum_over_k(k, |p, kc, accumulate| {
-                let ones = MatRef { data: &ONES, offset: 0, row_stride: 1, col_stride: 0 };
-                let cols = MatRef { offset: a.offset + p * a.col_stride.unsigned_abs(), ..a };
-                crate_gemm((m, 1, kc), (cols, ones), &mut c[..m], accumulate, alpha, 1);
-            });
+            let at = MatRef { row_stride: a.col_stride, col_stride: a.row_stride, ..a };
+            column_sums((k, m), at, &mut c[..m], alpha);
             vectorized(
                 #[inline(always)]
                 || {
@@ -141,13 +134,16 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
     true
 }
 
-/// Calls `sum(p, kc, accumulate)` for each chunk `p..p + kc` of `0..k` no longer than
-/// [`ONES`], with `accumulate` false for the first chunk (which sets the sums) and true after.
-fn sum_over_k(k: usize, mut sum: impl FnMut(usize, usize, bool)) {
+/// `sums[j] = alpha · Σ_p b[p, j]` for a `k × n` `b`: a row of [`ONES`] times `b`, in chunks
+/// of at most `ONES.len()` terms (the first sets the sums, the others add to them). A row sum
+/// of `a` is a column sum of `aᵀ`: the crate transposes either call to the same
+/// matrix–vector product.
+fn column_sums((k, n): (usize, usize), b: MatRef<'_>, sums: &mut [f32], alpha: f32) {
+    let ones = MatRef { data: &ONES, offset: 0, row_stride: 0, col_stride: 1 };
     let mut p = 0;
     while p < k {
         let kc = (k - p).min(ONES.len());
-        sum(p, kc, p > 0);
+        crate_gemm((1, n, kc), (ones, b.skip_rows(p)), sums, p > 0, alpha, 1);
         p += kc;
     }
 }
