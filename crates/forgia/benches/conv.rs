@@ -2,7 +2,8 @@
 //! CNN training step (conv → relu → maxpool ×2 → linear → sum loss, forward + backward), and a
 //! gradient-penalty step through a CNN critic (second order); the main job's CNN (`forgia
 //! train`: 5x5 convolutions 1→32→64 at 28x28, dropout, two linear layers, cross-entropy,
-//! Adam) one step at batch 64, and its convolutions one by one.
+//! Adam) one step at batch 64, and its convolutions one by one; ResNet-18's stem and
+//! first-stage convolutions and its max pool (W12's shapes).
 //!
 //! `FORGIA_CONV_STEPS=n cargo bench -p forgia --bench conv` skips criterion and runs `n` steps
 //! of the main job's CNN (of the W4-like one with `FORGIA_CONV_JOB=w4`) on
@@ -221,10 +222,38 @@ fn main_job(c: &mut Criterion) {
     }
 }
 
+/// ResNet-18's (W12's) stem and first-stage convolutions at batch 8, forward + backward: the
+/// products whose column matrices are unfolded band by band (`kernels/conv.rs`), and its
+/// stem's 3x3 stride-2 max pool.
+fn resnet_layers(c: &mut Criterion) {
+    let mut rng = Rng::new(12);
+    let layers = [("stem_3x224_k7s2_o64", 3, 224, 64, 7, 2), ("stage1_64x56_k3_o64", 64, 56, 64, 3, 1)];
+    for (name, ch, side, out, k, stride) in layers {
+        let x = Tensor::randn(&[8, ch, side, side], 0.0, 1.0, &mut rng).unwrap();
+        let x = if ch == 3 { x } else { x.into_variable() };
+        let w = Tensor::randn(&[out, ch, k, k], 0.0, 0.05, &mut rng).unwrap().into_variable();
+        let opts = Conv2dOptions { stride: (stride, stride), padding: (k / 2, k / 2), ..Conv2dOptions::default() };
+        c.bench_function(&format!("resnet_conv_fwd_bwd_b8_{name}"), |b| {
+            b.iter(|| {
+                x.conv2d(&w, None, opts).unwrap().sum_all().backward().unwrap();
+                x.zero_grad();
+                w.zero_grad();
+            })
+        });
+    }
+    let x = Tensor::randn(&[8, 64, 112, 112], 0.0, 1.0, &mut rng).unwrap().into_variable();
+    c.bench_function("resnet_max_pool_k3s2p1_fwd_bwd_b8_64x112", |b| {
+        b.iter(|| {
+            x.max_pool2d((3, 3), (2, 2), (1, 1)).unwrap().sum_all().backward().unwrap();
+            x.zero_grad();
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(3));
-    targets = conv2d, w4_step, gradient_penalty, main_job
+    targets = conv2d, w4_step, gradient_penalty, main_job, resnet_layers
 }
 
 fn main() {

@@ -108,16 +108,50 @@ impl ConvGeom {
     fn padded(&self) -> bool {
         !self.is_pointwise() && self.ld() != self.ohw()
     }
-    /// One sample's scratch: its column matrix `[C·kh·kw, ld]` (none for a pointwise
-    /// convolution) plus, for padded rows, one group's `[O/groups, ld]` block; or the direct
-    /// kernel's padded plane, or the weight gradient's pixel-major unfold (`conv/rows.rs`),
-    /// where that is larger.
+    /// Output rows per band: the products unfold a sample's image one band of output rows at
+    /// a time when its whole column matrix is more than twice [`BAND_BYTES`] and the weights
+    /// are the smaller operand (fewer output channels than a band has pixels), so a band's
+    /// columns stay in the core's cache between the unfold and the product (ResNet's 64-channel
+    /// 3×3 layers at 56×56 unfold 7 MB a sample). Else every output row (`OH`). The bands are
+    /// of about equal size, at most [`BAND_BYTES`] each, and hold a whole number of 8-float
+    /// vectors of pixels where the row width allows.
+    pub(super) fn band_rows(&self) -> usize {
+        let oh = self.oh.max(1);
+        let row_bytes = self.unfold_rows().saturating_mul(self.ow).saturating_mul(4).max(1);
+        if self.is_pointwise() || row_bytes.saturating_mul(oh) <= 2 * BAND_BYTES {
+            return oh;
+        }
+        let rows = oh.div_ceil(oh.div_ceil((BAND_BYTES / row_bytes).max(1)));
+        let rows = rows.next_multiple_of(8 / gcd(self.ow, 8)).min(oh);
+        if self.og() > rows.saturating_mul(self.ow) {
+            return oh;
+        }
+        rows
+    }
+    /// True when the products run band by band ([`ConvGeom::band_rows`]).
+    fn banded(&self) -> bool {
+        self.band_rows() < self.oh
+    }
+    /// The row stride of a band's column matrix: the whole matrix's ([`ConvGeom::cols_ld`])
+    /// when there is one band, else the band's pixels in whole vectors.
+    fn band_ld(&self) -> usize {
+        if self.banded() {
+            (self.band_rows() * self.ow).next_multiple_of(8)
+        } else {
+            self.cols_ld()
+        }
+    }
+    /// One sample's scratch: one band's column matrix `[C·kh·kw, ld]` (none for a pointwise
+    /// convolution) plus, for padded rows or bands, one group's `[O/groups, ld]` block; or the
+    /// direct kernel's padded plane, or the weight gradient's pixel-major unfold
+    /// (`conv/rows.rs`), where that is larger.
     fn unfold_len(&self) -> usize {
         let cols = if self.is_pointwise() {
             0
         } else {
-            let block = if self.padded() { self.og().saturating_mul(self.ld()) } else { 0 };
-            self.unfold_rows().saturating_mul(self.ld()).saturating_add(block)
+            let ld = self.band_ld();
+            let block = if self.padded() || self.banded() { self.og().saturating_mul(ld) } else { 0 };
+            self.unfold_rows().saturating_mul(ld).saturating_add(block)
         };
         cols.max(direct::scratch_len(self)).max(rows::scratch_len(self))
     }
@@ -137,6 +171,26 @@ impl ConvGeom {
         let partials = if weight { (parts - 1).saturating_mul(self.o * self.kg()) } else { 0 };
         parts.saturating_mul(self.unfold_len()).saturating_add(partials)
     }
+}
+
+/// The most bytes of column matrix one band of output rows unfolds ([`ConvGeom::band_rows`]):
+/// half the 1 MiB L2 of the cores this was tuned on, so the band, the weights and the band's
+/// outputs stay in the core's cache.
+const BAND_BYTES: usize = 512 << 10;
+
+/// The greatest common divisor.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The bands of output rows of `g`: `0..r`, `r..2r`, … with `r` = [`ConvGeom::band_rows`].
+fn bands(g: &ConvGeom) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (r, oh) = (g.band_rows(), g.oh);
+    (0..oh).step_by(r).map(move |a| a..(a + r).min(oh))
 }
 
 /// The scratch of one convolution call: `parts` slices of the batch and a buffer of
@@ -206,27 +260,32 @@ pub(crate) fn forward(
         if direct::applies(g) {
             return direct::forward_sample(g, xn, w, bias, yn, &mut cols[..direct::scratch_len(g)]);
         }
-        // With padded rows, each group's product goes into a padded block, then its rows
-        // into place.
-        let ld = g.cols_ld();
-        let (cols, block) = cols.split_at_mut(if g.is_pointwise() { 0 } else { g.unfold_rows() * ld });
-        let src: &[f32] = if g.is_pointwise() {
-            xn
+        if g.is_pointwise() {
+            for grp in 0..g.groups {
+                let (a, b) = (packed(w, grp * og * kg, kg), packed(xn, grp * kg * ohw, ohw));
+                gemm(og, ohw, kg, a, b, &mut yn[grp * og * ohw..(grp + 1) * og * ohw], false, 1.0);
+            }
         } else {
-            im2col(g, xn, cols, ld);
-            cols
-        };
-        for grp in 0..g.groups {
-            let (a, b) = (packed(w, grp * og * kg, kg), packed(src, grp * kg * ld, ld));
-            let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
-            if g.padded() {
-                let block = &mut block[..og * ld];
-                gemm(og, ld, kg, a, b, block, false, 1.0);
-                for (dst, src) in c.chunks_exact_mut(ohw).zip(block.chunks_exact(ld)) {
-                    dst.copy_from_slice(&src[..ohw]);
+            // A band's product goes into a block of its own row stride, then its rows into
+            // place, unless the band is the whole output with unpadded rows.
+            let ld = g.band_ld();
+            let (cols, block) = cols.split_at_mut(g.unfold_rows() * ld);
+            for band in bands(g) {
+                let (first, px) = (band.start * g.ow, band.len() * g.ow);
+                im2col(g, xn, cols, ld, band);
+                for grp in 0..g.groups {
+                    let (a, b) = (packed(w, grp * og * kg, kg), packed(cols, grp * kg * ld, ld));
+                    let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
+                    if px == ohw && ld == ohw {
+                        gemm(og, ohw, kg, a, b, c, false, 1.0);
+                        continue;
+                    }
+                    let block = &mut block[..og * ld];
+                    gemm(og, ld, kg, a, b, block, false, 1.0);
+                    for (dst, src) in c.chunks_exact_mut(ohw).zip(block.chunks_exact(ld)) {
+                        dst[first..first + px].copy_from_slice(&src[..px]);
+                    }
                 }
-            } else {
-                gemm(og, ohw, kg, a, b, c, false, 1.0);
             }
         }
         if let Some(b) = bias {
@@ -252,29 +311,36 @@ pub(crate) fn backward_data(
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
         let yn = &y[n * cl..(n + 1) * cl];
-        // With padded rows, each group's gradient block is first copied into padded rows
-        // (zeros after each).
-        let ld = g.cols_ld();
-        let (cols, block) = cols.split_at_mut(if g.is_pointwise() { 0 } else { g.unfold_rows() * ld });
-        let dst: &mut [f32] = if g.is_pointwise() { xn } else { &mut *cols };
-        for grp in 0..g.groups {
-            let gy = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact(ohw);
-            let b = if g.padded() {
-                let block = &mut block[..og * ld];
-                for (dst, src) in block.chunks_exact_mut(ld).zip(gy) {
-                    dst[..ohw].copy_from_slice(src);
-                    dst[ohw..].fill(0.0);
-                }
-                packed(block, 0, ld)
-            } else {
-                packed(yn, grp * og * ohw, ohw)
-            };
-            let c = &mut dst[grp * kg * ld..(grp + 1) * kg * ld];
-            gemm(kg, ld, og, transposed(w, grp * og * kg, kg), b, c, false, 1.0);
-        }
-        if !g.is_pointwise() {
+        if g.is_pointwise() {
+            for grp in 0..g.groups {
+                let (a, b) = (transposed(w, grp * og * kg, kg), packed(yn, grp * og * ohw, ohw));
+                gemm(kg, ohw, og, a, b, &mut xn[grp * kg * ohw..(grp + 1) * kg * ohw], false, 1.0);
+            }
+        } else {
+            // A band's gradient rows are read in place when they are whole vectors, else
+            // copied into a block of padded rows (zeros after each) first.
+            let ld = g.band_ld();
+            let (cols, block) = cols.split_at_mut(g.unfold_rows() * ld);
             xn.fill(0.0);
-            col2im(g, cols, xn, ld);
+            for band in bands(g) {
+                let (first, px) = (band.start * g.ow, band.len() * g.ow);
+                for grp in 0..g.groups {
+                    let b = if px == ld {
+                        packed(yn, grp * og * ohw + first, ohw)
+                    } else {
+                        let block = &mut block[..og * ld];
+                        let gy = yn[grp * og * ohw..(grp + 1) * og * ohw].chunks_exact(ohw);
+                        for (dst, src) in block.chunks_exact_mut(ld).zip(gy) {
+                            dst[..px].copy_from_slice(&src[first..first + px]);
+                            dst[px..].fill(0.0);
+                        }
+                        packed(block, 0, ld)
+                    };
+                    let c = &mut cols[grp * kg * ld..(grp + 1) * kg * ld];
+                    gemm(kg, ld, og, transposed(w, grp * og * kg, kg), b, c, false, 1.0);
+                }
+                col2im(g, cols, xn, ld, band);
+            }
         }
         if let Some(b) = bias {
             add_channel_bias(xn, b, g.h * g.w);
@@ -297,31 +363,37 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     sums.fill(0.0); // a slice with no samples adds nothing
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
         for n in p * per..((p + 1) * per).min(g.n) {
-            let xn = &x[n * il..(n + 1) * il];
-            if !g.is_pointwise() && rows::applies(g) {
-                // gw += gy · R with R = the pixel-major unfold `[OH·OW, C·kh·kw]`.
-                let ld = rows::ld(g);
-                let (r, xp) = cols.split_at_mut(ohw * ld);
-                rows::unfold(g, xn, r, xp);
-                let yn = &y[n * cl..(n + 1) * cl];
+            let (xn, yn) = (&x[n * il..(n + 1) * il], &y[n * cl..(n + 1) * cl]);
+            if g.is_pointwise() {
                 for grp in 0..g.groups {
                     let c = &mut gw[grp * og * kg..(grp + 1) * og * kg];
-                    let a = packed(yn, grp * og * ohw, ohw);
-                    gemm(og, kg, ohw, a, packed(r, grp * kg, ld), c, n > p * per, 1.0);
+                    let (a, b) = (packed(yn, grp * og * ohw, ohw), transposed(xn, grp * kg * ohw, ohw));
+                    gemm(og, kg, ohw, a, b, c, n > p * per, 1.0);
                 }
                 continue;
             }
-            let src: &[f32] = if g.is_pointwise() {
-                xn
-            } else {
-                im2col(g, xn, cols, ohw);
-                cols
-            };
-            let yn = &y[n * cl..(n + 1) * cl];
-            for grp in 0..g.groups {
-                let c = &mut gw[grp * og * kg..(grp + 1) * og * kg];
-                let a = packed(yn, grp * og * ohw, ohw);
-                gemm(og, kg, ohw, a, transposed(src, grp * kg * ohw, ohw), c, n > p * per, 1.0);
+            // gw += gy · R band by band, R = the pixel-major unfold `[P, C·kh·kw]` of a band's
+            // P pixels (`conv/rows.rs`) where it applies, else the band's im2col read
+            // transposed.
+            let pixel_major = rows::applies(g);
+            let (r, xp) = cols.split_at_mut(if pixel_major { rows::band_len(g) } else { cols.len() });
+            let xp = if pixel_major { rows::pad(g, xn, xp) } else { &[] };
+            for band in bands(g) {
+                let (first, px) = (band.start * g.ow, band.len() * g.ow);
+                let accumulate = n > p * per || first > 0;
+                let ld = if pixel_major {
+                    rows::unfold(g, xp, r, band);
+                    rows::ld(g)
+                } else {
+                    im2col(g, xn, r, px, band);
+                    px
+                };
+                for grp in 0..g.groups {
+                    let c = &mut gw[grp * og * kg..(grp + 1) * og * kg];
+                    let a = packed(yn, grp * og * ohw + first, ohw);
+                    let b = if pixel_major { packed(r, grp * kg, ld) } else { transposed(r, grp * kg * px, px) };
+                    gemm(og, kg, px, a, b, c, accumulate, 1.0);
+                }
             }
         }
     };
@@ -452,12 +524,12 @@ mod tests {
             let x: Vec<f32> = (0..g.image_len()).map(|v| (v % 11) as f32 - 5.0).collect();
             // Stale values in the scratch must not leak through.
             let mut cols = vec![f32::NAN; g.kg() * g.ohw()];
-            im2col(g, &x, &mut cols, g.ohw());
+            im2col(g, &x, &mut cols, g.ohw(), 0..g.oh);
             assert_eq!(cols, naive_im2col(g, &x), "case {i}: {g:?}");
             // With padded rows: the same rows, then zeros.
             let ld = g.ohw() + 3;
             let mut wide = vec![f32::NAN; g.kg() * ld];
-            im2col(g, &x, &mut wide, ld);
+            im2col(g, &x, &mut wide, ld, 0..g.oh);
             for (r, row) in wide.chunks_exact(ld).enumerate() {
                 assert_eq!(row[..g.ohw()], cols[r * g.ohw()..(r + 1) * g.ohw()], "case {i}: padded row {r}");
                 assert!(row[g.ohw()..].iter().all(|&v| v == 0.0), "case {i}: padded row {r}'s tail");
@@ -465,13 +537,13 @@ mod tests {
             // <im2col(x), y> = <x, col2im(y)> with small integers: exact in any order.
             let y: Vec<f32> = (0..cols.len()).map(|v| (v % 7) as f32 - 3.0).collect();
             let mut back = vec![0.0; x.len()];
-            col2im(g, &mut y.clone(), &mut back, g.ohw());
+            col2im(g, &mut y.clone(), &mut back, g.ohw(), 0..g.oh);
             let mut padded_y = vec![f32::NAN; wide.len()];
             for (dst, src) in padded_y.chunks_exact_mut(ld).zip(y.chunks_exact(g.ohw())) {
                 dst[..g.ohw()].copy_from_slice(src);
             }
             let mut padded_back = vec![0.0; x.len()];
-            col2im(g, &mut padded_y, &mut padded_back, ld);
+            col2im(g, &mut padded_y, &mut padded_back, ld, 0..g.oh);
             assert_eq!(padded_back, back, "case {i}: col2im of padded rows");
             let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
             // Each pixel's gradient by the definition: the sum of the columns that read it.
@@ -507,9 +579,9 @@ mod tests {
         let x: Vec<f32> = (0..g.image_len()).map(|i| (i % 7) as f32 - 3.0).collect();
         let y: Vec<f32> = (0..g.c * 6 * g.ohw()).map(|i| (i % 5) as f32 - 2.0).collect();
         let mut cols = vec![0.0; y.len()];
-        im2col(&g, &x, &mut cols, g.ohw());
+        im2col(&g, &x, &mut cols, g.ohw(), 0..g.oh);
         let mut back = vec![0.0; x.len()];
-        col2im(&g, &mut y.clone(), &mut back, g.ohw());
+        col2im(&g, &mut y.clone(), &mut back, g.ohw(), 0..g.oh);
         let lhs: f32 = cols.iter().zip(&y).map(|(a, b)| a * b).sum();
         let rhs: f32 = x.iter().zip(&back).map(|(a, b)| a * b).sum();
         assert_eq!(lhs, rhs);
@@ -549,6 +621,67 @@ mod tests {
                 backward_weight(g, &x, &gy, &mut gw, ConvScratch { parts, buf: &mut buf });
                 assert_eq!(dot(&y, &gy), dot(&x, &gx), "case {i}, {parts} parts: data gradient");
                 assert_eq!(dot(&y, &gy), dot(&w, &gw), "case {i}, {parts} parts: weight gradient");
+            }
+        }
+    }
+
+    /// Both gradients by their definition: `gx[x_i] += w · gy` and `gw[w_i] += x · gy` over
+    /// every tap that reads the image.
+    fn naive_backward(g: &ConvGeom, x: &[f32], w: &[f32], gy: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (og, cg) = (g.o / g.groups, g.c / g.groups);
+        let (mut gx, mut gw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
+        for n in 0..g.n {
+            for o in 0..g.o {
+                let grp = o / og;
+                for (oh, ow) in (0..g.oh).flat_map(|a| (0..g.ow).map(move |b| (a, b))) {
+                    let gyv = gy[(n * g.o + o) * g.ohw() + oh * g.ow + ow];
+                    for (c, ki, kj) in
+                        (0..cg).flat_map(|c| (0..g.k.0).flat_map(move |i| (0..g.k.1).map(move |j| (c, i, j))))
+                    {
+                        let ih = (oh * g.stride.0 + ki * g.dil.0) as isize - g.pad.0 as isize;
+                        let iw = (ow * g.stride.1 + kj * g.dil.1) as isize - g.pad.1 as isize;
+                        if (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw) {
+                            let xi = ((n * g.c + grp * cg + c) * g.h + ih as usize) * g.w + iw as usize;
+                            let wi = ((o * cg + c) * g.k.0 + ki) * g.k.1 + kj;
+                            gx[xi] += w[wi] * gyv;
+                            gw[wi] += x[xi] * gyv;
+                        }
+                    }
+                }
+            }
+        }
+        (gx, gw)
+    }
+
+    #[test]
+    fn products_band_by_band_match_the_definition() {
+        // Column matrices past `BAND_BYTES`: a "same" 5x5 (the flat unfold, the pixel-major
+        // weight gradient, a short last band), a strided 3x3 with groups whose bands are not
+        // whole vectors of pixels (padded blocks, im2col's row-by-row path), and a dilated
+        // one (the flat unfold, the weight gradient through im2col).
+        let cases = [
+            ConvGeom { n: 2, o: 2, ..geom(16, (64, 64), (5, 5), (1, 1), (2, 2), (1, 1)) },
+            ConvGeom { n: 2, o: 4, groups: 2, ..geom(32, (90, 90), (3, 3), (2, 2), (1, 1), (1, 1)) },
+            ConvGeom { n: 1, o: 3, ..geom(24, (70, 70), (3, 3), (1, 1), (2, 2), (2, 2)) },
+        ];
+        for (i, g) in cases.iter().enumerate() {
+            assert!(g.banded() && g.oh % g.band_rows() != 0, "case {i}: {} rows a band", g.band_rows());
+            let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
+            let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+            let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+            let (want_gx, want_gw) = naive_backward(g, &x, &w, &gy);
+            for parts in [1, 2] {
+                let mut buf = vec![f32::NAN; g.scratch_len(parts, true)];
+                let mut y = vec![f32::NAN; g.n * g.cols_len()];
+                forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
+                assert_eq!(y, naive_forward(g, &x, &w, &b), "case {i}, {parts} parts: forward");
+                let mut gx = vec![f32::NAN; x.len()];
+                backward_data(g, &gy, &w, None, &mut gx, ConvScratch { parts, buf: &mut buf });
+                assert_eq!(gx, want_gx, "case {i}, {parts} parts: data gradient");
+                let mut gw = vec![0.0; w.len()];
+                backward_weight(g, &x, &gy, &mut gw, ConvScratch { parts, buf: &mut buf });
+                assert_eq!(gw, want_gw, "case {i}, {parts} parts: weight gradient");
             }
         }
     }

@@ -3,6 +3,8 @@
 //! image, adding overlaps. "Same" convolutions unfold and fold each kernel tap as one
 //! contiguous run.
 
+use std::ops::Range;
+
 use super::ConvGeom;
 
 /// Output positions `lo..hi` whose input index `o * stride + shift` falls inside `0..len`.
@@ -41,10 +43,13 @@ fn zero_edges(rows: &mut [f32], ow: usize, lo: usize, hi: usize) {
     }
 }
 
-/// Unfolds one image `[C, H, W]` into columns `[C*kh*kw, OH*OW]` with row stride `ld >=
-/// OH*OW` (zeros where padded, and in the `ld - OH*OW` floats that end each row).
-pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize) {
-    let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
+/// Unfolds one image `[C, H, W]` into columns `[C*kh*kw, P]` for the `P = band.len()·OW`
+/// output pixels of the output rows `band`, with row stride `ld >= P` (zeros where padded,
+/// and in the `ld - P` floats that end each row). The whole matrix is the band `0..OH`.
+pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band: Range<usize>) {
+    let (hw, ow) = (g.h * g.w, g.ow);
+    let (a, b) = (band.start, band.end);
+    let ohw = (b - a) * ow;
     for c in 0..g.c {
         let plane = &x[c * hw..(c + 1) * hw];
         for ki in 0..g.k.0 {
@@ -55,15 +60,16 @@ pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize) {
                 tail.fill(0.0);
                 let shift_w = (kj * g.dil.1) as isize - g.pad.1 as isize;
                 let (lo, hi) = valid_range(ow, g.stride.1, shift_w, g.w);
-                row[..r0 * ow].fill(0.0);
-                row[r1 * ow..].fill(0.0);
+                let (r0, r1) = (r0.clamp(a, b), r1.clamp(a, b));
+                row[..(r0 - a) * ow].fill(0.0);
+                row[(r1 - a) * ow..].fill(0.0);
                 if r1 == r0 {
                     continue;
                 }
                 if flat(g) {
                     // dst[(r - r0) * w + j] = plane[(r + shift_h) * w + j + shift_w]: one run,
                     // clipped to the plane; the elements outside lo..hi are then zeroed.
-                    let dst = &mut row[r0 * ow..r1 * ow];
+                    let dst = &mut row[(r0 - a) * ow..(r1 - a) * ow];
                     let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
                     let (s0, s1) = (start.max(0), (start + dst.len() as isize).min(hw as isize));
                     if s1 > s0 {
@@ -74,7 +80,7 @@ pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize) {
                     continue;
                 }
                 for oh in r0..r1 {
-                    let dst = &mut row[oh * ow..(oh + 1) * ow];
+                    let dst = &mut row[(oh - a) * ow..(oh - a + 1) * ow];
                     let ih = (oh as isize * g.stride.0 as isize + shift_h) as usize;
                     let src = &plane[ih * g.w..(ih + 1) * g.w];
                     dst[..lo].fill(0.0);
@@ -119,24 +125,27 @@ fn add_into(dst: &mut [f32], src: &[f32]) {
     }
 }
 
-/// Folds columns `[C*kh*kw, OH*OW]` (row stride `ld`, as [`im2col`] writes them) back into
-/// an image `[C, H, W]`, adding overlaps (the adjoint of [`im2col`]). `x` must be zeroed by
-/// the caller. The columns that fall into the padding are set to zero on the way (`cols` is
-/// the caller's scratch).
-pub(super) fn col2im(g: &ConvGeom, cols: &mut [f32], x: &mut [f32], ld: usize) {
+/// Folds the columns `[C*kh*kw, P]` of the output rows `band` (row stride `ld`, as
+/// [`im2col`] writes them) back into an image `[C, H, W]`, adding them to what `x` holds (the
+/// adjoint of [`im2col`]; the caller zeroes `x` before the first band). The columns that fall
+/// into the padding are set to zero on the way (`cols` is the caller's scratch).
+pub(super) fn col2im(g: &ConvGeom, cols: &mut [f32], x: &mut [f32], ld: usize, band: Range<usize>) {
     super::super::simd::vectorized(
         #[inline(always)]
-        || col2im_inner(g, cols, x, ld),
+        || col2im_inner(g, cols, x, ld, band),
     )
 }
 
 #[inline(always)]
-fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32], ld: usize) {
-    let (ohw, hw, ow) = (g.ohw(), g.h * g.w, g.ow);
+fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32], ld: usize, band: Range<usize>) {
+    let (hw, ow) = (g.h * g.w, g.ow);
+    let (a, b) = (band.start, band.end);
+    let ohw = (b - a) * ow;
     for c in 0..g.c {
         let plane = &mut x[c * hw..(c + 1) * hw];
         for ki in 0..g.k.0 {
             let (r0, r1, shift_h) = row_range(g, ki);
+            let (r0, r1) = (r0.clamp(a, b), r1.clamp(a, b));
             if r1 == r0 {
                 continue;
             }
@@ -148,7 +157,7 @@ fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32], ld: usize) {
                 if flat(g) {
                     // The adjoint of im2col's single run: zero what reads the padding, then
                     // add the whole run (clipped to the plane) in one pass.
-                    let src = &mut row[r0 * ow..r1 * ow];
+                    let src = &mut row[(r0 - a) * ow..(r1 - a) * ow];
                     zero_edges(src, ow, lo, hi);
                     let start = (r0 as isize + shift_h) * g.w as isize + shift_w;
                     let (s0, s1) = (start.max(0), (start + src.len() as isize).min(hw as isize));
@@ -160,7 +169,7 @@ fn col2im_inner(g: &ConvGeom, cols: &mut [f32], x: &mut [f32], ld: usize) {
                 }
                 for oh in r0..r1 {
                     let ih = (oh as isize * g.stride.0 as isize + shift_h) as usize;
-                    let src = &row[oh * ow..(oh + 1) * ow];
+                    let src = &row[(oh - a) * ow..(oh - a + 1) * ow];
                     let dst = &mut plane[ih * g.w..(ih + 1) * g.w];
                     if g.stride.1 == 1 {
                         let s0 = (lo as isize + shift_w) as usize;

@@ -12,6 +12,8 @@
 //! copies (each one's extra floats overwritten by the next copy, the last one's falling into
 //! the row's padding).
 
+use std::ops::Range;
+
 use super::ConvGeom;
 
 /// Floats one 8-float copy moves.
@@ -46,15 +48,18 @@ pub(super) fn scratch_len(g: &ConvGeom) -> usize {
         return 0;
     }
     let image = g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g));
-    (g.oh * g.ow).saturating_mul(ld(g)).saturating_add(image)
+    band_len(g).saturating_add(image)
 }
 
-/// Unfolds one image `x [C, H, W]` into `rows [OH·OW, ld]`, row `p` holding tap
-/// `(c, ki, kj)` of output pixel `p` at `(c·kh + ki)·kw + kj` (zeros where padded; the floats
-/// after `C·kh·kw` are left unspecified), using `xp` (the rest of [`scratch_len`]) for the
-/// padded image.
-pub(super) fn unfold(g: &ConvGeom, x: &[f32], rows: &mut [f32], xp: &mut [f32]) {
-    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
+/// Floats of one band's rows (`ConvGeom::band_rows` output rows of `OW` pixels, `ld` each).
+pub(super) fn band_len(g: &ConvGeom) -> usize {
+    g.band_rows().saturating_mul(g.ow).saturating_mul(ld(g))
+}
+
+/// Copies one image `x [C, H, W]` into `xp` (the rest of [`scratch_len`] after the rows) with
+/// the zero padding [`unfold`] reads, and returns that padded image.
+pub(super) fn pad<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
+    let (ph, pw) = (padded_h(g), padded_w(g));
     let xp = &mut xp[..g.c * ph * pw];
     xp.fill(0.0);
     for (c, plane) in xp.chunks_exact_mut(ph * pw).enumerate() {
@@ -67,19 +72,31 @@ pub(super) fn unfold(g: &ConvGeom, x: &[f32], rows: &mut [f32], xp: &mut [f32]) 
             }
         }
     }
-    let xp = &*xp;
+    xp
+}
+
+/// Unfolds the output rows `band` of the padded image `xp` ([`pad`]) into `rows [P, ld]`
+/// (`P = band.len()·OW` pixels), row `p` holding tap `(c, ki, kj)` of the band's pixel `p` at
+/// `(c·kh + ki)·kw + kj` (zeros where padded; the floats after `C·kh·kw` are left
+/// unspecified).
+pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
+    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
+    let xp = &xp[..g.c * ph * pw];
     // Every copy below reads inside `xp`: the last one of the last pixel starts at
     // ((C - 1)·ph + OH - 1 + kh - 1)·pw + OW - 1 and ends RUN floats later, within the
     // C·ph·pw floats as ph = OH + kh - 1 and pw ≥ OW - 1 + RUN; and writes inside its row:
     // the last starts at (C·kh - 1)·kw and ends RUN floats later, at most `ld`.
     assert!(g.oh + g.k.0 - 1 == ph && g.ow - 1 + RUN <= pw && (g.c * g.k.0 - 1) * kw + RUN <= ld);
-    for (p, row) in rows.chunks_exact_mut(ld).take(g.oh * g.ow).enumerate() {
+    assert!(band.end <= g.oh, "unfold: band past the output");
+    let first = band.start * g.ow;
+    for (i, row) in rows.chunks_exact_mut(ld).take(band.len() * g.ow).enumerate() {
+        let p = first + i;
         let (oh, ow) = (p / g.ow, p % g.ow);
         let (src, dst) = (xp.as_ptr(), row.as_mut_ptr());
         let mut at = 0;
         for c in 0..g.c {
             for ki in 0..g.k.0 {
-                // SAFETY: inside `xp` and `row` by the assertion above (c < C, ki < kh,
+                // SAFETY: inside `xp` and `row` by the assertions above (c < C, ki < kh,
                 // oh < OH, ow < OW); the two are distinct buffers.
                 unsafe { std::ptr::copy_nonoverlapping(src.add((c * ph + oh + ki) * pw + ow), dst.add(at), RUN) };
                 at += kw;
@@ -109,7 +126,7 @@ mod tests {
             let x: Vec<f32> = (0..g.c * g.h * g.w).map(|v| v as f32 + 1.0).collect();
             let mut buf = vec![f32::NAN; scratch_len(g)];
             let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(g));
-            unfold(g, &x, rows, xp);
+            unfold(g, pad(g, &x, xp), rows, 0..g.oh);
             for p in 0..g.oh * g.ow {
                 let (oh, ow) = (p / g.ow, p % g.ow);
                 for (c, ki, kj) in
