@@ -2,6 +2,7 @@
 //! `name=<W> impl=forgia median_ms=<x> extra=<k=v,...>`.
 
 mod peak;
+mod w12;
 mod w9;
 
 use std::time::Instant;
@@ -15,7 +16,7 @@ mod w10;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W9, W11, and `peak`, the FMA peak probe; W10 by name only,
+    /// Workloads to run (W1 … W9, W11, W12, and `peak`, the FMA peak probe; W10 by name only,
     /// under mpirun, feature `distributed`); all but W10 when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
@@ -27,6 +28,9 @@ pub(crate) struct BenchArgs {
     /// W9's batch and sequence length as `B,S` (default 32,64; smaller to check it runs).
     #[arg(long, value_name = "B,S", value_parser = parse_pair)]
     w9_sizes: Option<(usize, usize)>,
+    /// W12's batch and image side as `B,S` (default 8,224; smaller to check it runs).
+    #[arg(long, value_name = "B,S", value_parser = parse_pair)]
+    w12_sizes: Option<(usize, usize)>,
     /// Ops in W1's and W8's chains (defaults 10,000 and 1,000,000; smaller to profile W8
     /// under callgrind).
     #[arg(long, value_name = "N", value_parser = parse_positive)]
@@ -62,7 +66,7 @@ pub(crate) enum BenchError {
     Distributed(String),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11", "peak"];
+const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11", "W12", "peak"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -87,6 +91,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W8" => w8_deep(args.reps, args.chain_ops.unwrap_or(1_000_000))?,
             "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
+            "W12" => w12::w12_resnet18(args.reps, args.w12_sizes)?,
             "PEAK" => peak::peak(args.reps)?,
             #[cfg(feature = "distributed")]
             "W10" => match w10::w10(args.reps)? {
