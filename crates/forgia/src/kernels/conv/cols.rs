@@ -47,6 +47,14 @@ fn zero_edges(rows: &mut [f32], ow: usize, lo: usize, hi: usize) {
 /// output pixels of the output rows `band`, with row stride `ld >= P` (zeros where padded,
 /// and in the `ld - P` floats that end each row). The whole matrix is the band `0..OH`.
 pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band: Range<usize>) {
+    super::super::simd::vectorized(
+        #[inline(always)]
+        || im2col_inner(g, x, cols, ld, band),
+    )
+}
+
+#[inline(always)]
+fn im2col_inner(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band: Range<usize>) {
     let (hw, ow) = (g.h * g.w, g.ow);
     let (a, b) = (band.start, band.end);
     let ohw = (b - a) * ow;
@@ -88,6 +96,15 @@ pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band:
                     if g.stride.1 == 1 {
                         let s0 = (lo as isize + shift_w) as usize;
                         copy_short(&mut dst[lo..hi], &src[s0..s0 + hi - lo]);
+                    } else if g.stride.1 == 2 && hi > lo {
+                        // Every other float: a constant stride the compiler loads as whole
+                        // vectors and de-interleaves (a variable one is a gather).
+                        let (s0, n) = ((lo as isize * 2 + shift_w) as usize, hi - lo);
+                        let (body, last) = dst[lo..hi].split_at_mut(n - 1);
+                        for (d, pair) in body.iter_mut().zip(src[s0..s0 + 2 * (n - 1)].chunks_exact(2)) {
+                            *d = pair[0];
+                        }
+                        last[0] = src[s0 + 2 * (n - 1)];
                     } else {
                         for o in lo..hi {
                             dst[o] = src[(o as isize * g.stride.1 as isize + shift_w) as usize];

@@ -7,9 +7,9 @@
 //! once by im2col and once by the crate. Unfolded pixel-major, the same matrix is read where it
 //! is (the product ran 13% faster on the main job's second layer, `docs/BENCHMARKS.md`).
 //!
-//! For unit stride and dilation, each `(channel, kernel row)` of a pixel's row is a run of `kw`
-//! consecutive floats of a zero-padded copy of the image, so a row is written as whole 8-float
-//! copies (each one's extra floats overwritten by the next copy, the last one's falling into
+//! For unit dilation (any stride), each `(channel, kernel row)` of a pixel's row is a run of
+//! `kw` consecutive floats of a zero-padded copy of the image, so a row is written as whole
+//! 8-float copies (each one's extra floats overwritten by the next copy, the last one's falling into
 //! the row's padding).
 
 use std::ops::Range;
@@ -19,10 +19,12 @@ use super::ConvGeom;
 /// Floats one 8-float copy moves.
 const RUN: usize = 8;
 
-/// True when the weight gradient of `g` unfolds its image pixel-major: unit stride and
-/// dilation, a kernel at most [`RUN`] wide, and something to unfold.
+/// True when the weight gradient of `g` unfolds its image pixel-major: unit dilation, a
+/// kernel at most [`RUN`] wide, and something to unfold. (Strided ones too: im2col's matrix,
+/// read transposed, made the `gemm` crate copy it one element at a time; ResNet's 7x7
+/// stride-2 stem took twice as long for its weight gradient as for its forward.)
 pub(super) fn applies(g: &ConvGeom) -> bool {
-    g.stride == (1, 1) && g.dil == (1, 1) && (1..=RUN).contains(&g.k.1) && g.k.0 > 0 && g.c > 0 && g.oh * g.ow > 0
+    g.dil == (1, 1) && (1..=RUN).contains(&g.k.1) && g.k.0 > 0 && g.c > 0 && g.oh * g.ow > 0
 }
 
 /// The row stride: `C·kh·kw` plus room for the last copy's extra floats, in whole vectors.
@@ -33,12 +35,12 @@ pub(super) fn ld(g: &ConvGeom) -> usize {
 /// Columns of the padded image: the padding on both sides, and room for an 8-float copy from
 /// the last output column.
 fn padded_w(g: &ConvGeom) -> usize {
-    (g.w + 2 * g.pad.1).max(g.ow - 1 + RUN)
+    (g.w + 2 * g.pad.1).max((g.ow - 1) * g.stride.1 + RUN)
 }
 
 /// Rows of the padded image the outputs read.
 fn padded_h(g: &ConvGeom) -> usize {
-    g.oh + g.k.0 - 1
+    (g.oh - 1) * g.stride.0 + g.k.0
 }
 
 /// Floats of scratch one sample needs: its rows and its padded image (0 where the path does
@@ -83,10 +85,11 @@ pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usi
     let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
     let xp = &xp[..g.c * ph * pw];
     // Every copy below reads inside `xp`: the last one of the last pixel starts at
-    // ((C - 1)·ph + OH - 1 + kh - 1)·pw + OW - 1 and ends RUN floats later, within the
-    // C·ph·pw floats as ph = OH + kh - 1 and pw ≥ OW - 1 + RUN; and writes inside its row:
-    // the last starts at (C·kh - 1)·kw and ends RUN floats later, at most `ld`.
-    assert!(g.oh + g.k.0 - 1 == ph && g.ow - 1 + RUN <= pw && (g.c * g.k.0 - 1) * kw + RUN <= ld);
+    // ((C - 1)·ph + (OH - 1)·sh + kh - 1)·pw + (OW - 1)·sw and ends RUN floats later, within
+    // the C·ph·pw floats as ph = (OH - 1)·sh + kh and pw ≥ (OW - 1)·sw + RUN; and writes inside
+    // its row: the last starts at (C·kh - 1)·kw and ends RUN floats later, at most `ld`.
+    let (sh, sw) = g.stride;
+    assert!((g.oh - 1) * sh + g.k.0 == ph && (g.ow - 1) * sw + RUN <= pw && (g.c * g.k.0 - 1) * kw + RUN <= ld);
     assert!(band.end <= g.oh, "unfold: band past the output");
     let first = band.start * g.ow;
     for (i, row) in rows.chunks_exact_mut(ld).take(band.len() * g.ow).enumerate() {
@@ -96,9 +99,10 @@ pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usi
         let mut at = 0;
         for c in 0..g.c {
             for ki in 0..g.k.0 {
+                let from = (c * ph + oh * sh + ki) * pw + ow * sw;
                 // SAFETY: inside `xp` and `row` by the assertions above (c < C, ki < kh,
                 // oh < OH, ow < OW); the two are distinct buffers.
-                unsafe { std::ptr::copy_nonoverlapping(src.add((c * ph + oh + ki) * pw + ow), dst.add(at), RUN) };
+                unsafe { std::ptr::copy_nonoverlapping(src.add(from), dst.add(at), RUN) };
                 at += kw;
             }
         }
@@ -113,13 +117,16 @@ mod tests {
     #[test]
     fn every_row_holds_its_pixel_s_taps_with_zeros_in_the_padding() {
         // The main job's second layer (fewer channels), a narrow kernel, an unpadded one, one
-        // padded more than its kernel on the rows, and a padded 1x1.
+        // padded more than its kernel on the rows, a padded 1x1, ResNet's stem (7x7, stride
+        // 2) and a strided 3x3 with rows left over.
         let geoms = [
             geom(3, (14, 14), (5, 5), (1, 1), (2, 2), (1, 1)),
             geom(2, (5, 9), (3, 1), (1, 1), (1, 0), (1, 1)),
             geom(2, (6, 7), (3, 3), (1, 1), (0, 0), (1, 1)),
             geom(1, (3, 4), (3, 3), (1, 1), (3, 1), (1, 1)),
             geom(4, (3, 3), (1, 1), (1, 1), (1, 1), (1, 1)),
+            geom(3, (16, 16), (7, 7), (2, 2), (3, 3), (1, 1)),
+            geom(2, (9, 8), (3, 3), (2, 3), (1, 1), (1, 1)),
         ];
         for (i, g) in geoms.iter().enumerate() {
             assert!(applies(g), "geometry {i}");
@@ -132,7 +139,8 @@ mod tests {
                 for (c, ki, kj) in
                     (0..g.c).flat_map(|c| (0..g.k.0).flat_map(move |i| (0..g.k.1).map(move |j| (c, i, j))))
                 {
-                    let (ih, iw) = ((oh + ki) as isize - g.pad.0 as isize, (ow + kj) as isize - g.pad.1 as isize);
+                    let ih = (oh * g.stride.0 + ki) as isize - g.pad.0 as isize;
+                    let iw = (ow * g.stride.1 + kj) as isize - g.pad.1 as isize;
                     let inside = (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
                     let want = if inside { x[(c * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
                     let got = rows[p * ld(g) + (c * g.k.0 + ki) * g.k.1 + kj];
