@@ -63,6 +63,7 @@ fn valid_cols(out_len: usize, stride: usize, shift: isize, len: usize) -> (usize
 
 /// The max and in-plane argmax of each window of one plane (first maximum on ties; NaN
 /// wins). Tap by tap over a whole output row, so neighbouring windows are independent chains.
+#[inline(always)]
 fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
     for i in 0..g.oh {
         let (yr, ar) = (&mut y[i * g.ow..(i + 1) * g.ow], &mut arg[i * g.ow..(i + 1) * g.ow]);
@@ -80,6 +81,11 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
             for kj in 0..g.k.1 {
                 let shift = kj as isize - g.p.1 as isize;
                 let (lo, hi) = valid_cols(g.ow, g.s.1, shift, g.w);
+                if g.s.1 == 2 && hi > lo {
+                    let c0 = (lo as isize * 2 + shift) as usize;
+                    tap_stride2(row, c0, (r as usize * g.w + c0) as u32, &mut yr[lo..hi], &mut ar[lo..hi]);
+                    continue;
+                }
                 for j in lo..hi {
                     let c = (j as isize * g.s.1 as isize + shift) as usize;
                     let v = row[c];
@@ -91,6 +97,26 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
             }
         }
     }
+}
+
+/// One tap of a window with column stride 2 over a row of windows: `row[c0 + 2·i]` (at
+/// in-plane index `at + 2·i`) into window `i`'s running maximum `y[i]` and its index `arg[i]`,
+/// by [`max_plane`]'s rule. The constant stride lets the compiler load whole vectors and
+/// de-interleave them (a variable stride reads one float at a time; ResNet's 3x3 stride-2
+/// pool spent as long as PyTorch's on it).
+#[inline(always)]
+fn tap_stride2(row: &[f32], c0: usize, at: u32, y: &mut [f32], arg: &mut [u32]) {
+    let n = y.len();
+    let (body, last) = (row[c0..c0 + 2 * (n - 1)].chunks_exact(2), row[c0 + 2 * (n - 1)]);
+    let take = |v: f32, y: &mut f32, a: &mut u32, at: u32| {
+        let t = v > *y || v.is_nan();
+        *y = if t { v } else { *y };
+        *a = if t { at } else { *a };
+    };
+    for (i, ((y, a), pair)) in y.iter_mut().zip(arg.iter_mut()).zip(body).enumerate() {
+        take(pair[0], y, a, at + 2 * i as u32);
+    }
+    take(last, &mut y[n - 1], &mut arg[n - 1], at + 2 * (n - 1) as u32);
 }
 
 /// [`max_plane`] for the usual 2x2 window with stride 2 and no padding (every window inside
@@ -118,7 +144,10 @@ pub(crate) fn max_forward(g: &PoolGeom, x: &[f32], y: &mut [f32], arg: &mut [u32
         if fast {
             max_plane_2x2(tier, g, xp, y, a)
         } else {
-            max_plane(g, xp, y, a)
+            super::simd::vectorized(
+                #[inline(always)]
+                || max_plane(g, xp, y, a),
+            )
         }
     };
     if x.len() >= PARALLEL_ELEMENTS {
@@ -239,6 +268,48 @@ mod tests {
             max_plane_2x2(max2x2::Tier::detect(), &g, &x, &mut y2, &mut a2);
             assert_eq!(a1, a2, "{h}x{w}");
             assert_eq!(format!("{y1:?}"), format!("{y2:?}"), "{h}x{w}");
+        }
+    }
+
+    #[test]
+    fn windows_with_column_stride_2_match_the_definition_on_ties_nans_and_edges() {
+        // ResNet's 3x3 stride-2 pool with padding 1 (even and odd widths), an unpadded one, and
+        // a 2x4 window with row stride 1.
+        let geoms = [
+            (9, 12, (3, 3), (2, 2), (1, 1)),
+            (8, 11, (3, 3), (2, 2), (1, 1)),
+            (7, 9, (3, 3), (2, 2), (0, 0)),
+            (5, 10, (2, 4), (1, 2), (1, 2)),
+        ];
+        for (h, w, k, s, p) in geoms {
+            let out = |len: usize, k: usize, s: usize, p: usize| (len + 2 * p - k) / s + 1;
+            let g = PoolGeom { h, w, oh: out(h, k.0, s.0, p.0), ow: out(w, k.1, s.1, p.1), k, s, p };
+            let mut x: Vec<f32> = (0..h * w).map(|i| ((i * 7) % 4) as f32).collect();
+            x[w + 3] = f32::NAN;
+            x[2 * w + 5] = f32::NEG_INFINITY;
+            let n = g.oh * g.ow;
+            let (mut y, mut arg) = (vec![0.0; n], vec![0; n]);
+            max_plane(&g, &x, &mut y, &mut arg);
+            for i in 0..g.oh {
+                for j in 0..g.ow {
+                    let (rows, cols) = g.window(i, j);
+                    let (mut m, mut at) = (f32::NEG_INFINITY, rows.start * w + cols.start);
+                    for r in rows {
+                        for c in cols.clone() {
+                            let v = x[r * w + c];
+                            if v > m || v.is_nan() {
+                                (m, at) = (v, r * w + c);
+                            }
+                        }
+                    }
+                    let o = i * g.ow + j;
+                    assert_eq!(
+                        (format!("{:?}", y[o]), arg[o] as usize),
+                        (format!("{m:?}"), at),
+                        "{h}x{w} {k:?} {s:?}: ({i}, {j})"
+                    );
+                }
+            }
         }
     }
 
