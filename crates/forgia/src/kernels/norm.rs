@@ -67,11 +67,11 @@ pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool, (mean_out, var_out): (&mut
     let mean: Vec<f64> = if rms {
         vec![0.0; s.count]
     } else {
-        per_set(s, |i| chunk(i).iter().map(|&v| v as f64).sum()).into_iter().map(|v| v / n).collect()
+        per_set(s, |i| super::simd::vectorized(|| row_sum(chunk(i)))).into_iter().map(|v| v / n).collect()
     };
     let var = per_set(s, |i| {
         let m = mean[i % s.count];
-        chunk(i).iter().map(|&v| (v as f64 - m).powi(2)).sum()
+        super::simd::vectorized(|| lane_sum(chunk(i), chunk(i), |v, _| (v as f64 - m) * (v as f64 - m)))
     });
     mean_out.iter_mut().zip(mean).for_each(|(o, v)| *o = v as f32);
     var_out.iter_mut().zip(var).for_each(|(o, v)| *o = (v / n) as f32);
@@ -85,6 +85,92 @@ pub(crate) fn normalize(s: &Sets, x: &[f32], (mean, rstd): (&[f32], &[f32]), out
             *o = (v - m) * r;
         }
     });
+}
+
+/// [`normalize`] and [`affine`] in one pass, for parameters that run per set (batch norm's,
+/// one per channel): `y = x̂ · w[set] + b[set]` with `x̂ = (x - mean[set]) * rstd[set]`
+/// (`w = 1`, `b = 0` where absent), the same arithmetic as the two passes.
+pub(crate) fn normalize_per_set(
+    s: &Sets,
+    x: &[f32],
+    (mean, rstd): (&[f32], &[f32]),
+    (w, b): (Option<&[f32]>, Option<&[f32]>),
+    out: &mut [f32],
+) {
+    fill(s, out, |i, o| {
+        let k = i % s.count;
+        let (m, r) = (mean[k], rstd[k]);
+        let (wv, bv) = (w.map_or(1.0, |w| w[k]), b.map_or(0.0, |b| b[k]));
+        super::simd::vectorized(
+            #[inline(always)]
+            || {
+                for (o, &v) in o.iter_mut().zip(&x[i * s.chunk..(i + 1) * s.chunk]) {
+                    *o = (v - m) * r * wv + bv;
+                }
+            },
+        )
+    });
+}
+
+/// The gradients of a normalization whose parameters run per set (batch norm), those of `out`
+/// that are `Some`, in two passes: per set `S1 = Σ gy` and `S2 = Σ gy · x̂` (f64), then
+/// `gx = rstd · (g - a - x̂ · b)` with `g = gy · w`, `a = w · S1 / n` (0 for RMS) and
+/// `b = w · S2 / n` (`n` elements a set), the general [`backward`]'s formula with its means
+/// taken from the two sums; `gweight = S2`, `gbias = S1`.
+pub(crate) fn backward_per_set(
+    s: &Sets,
+    (x, gy): (&[f32], &[f32]),
+    (mean, rstd): (&[f32], &[f32]),
+    (w, rms): (Option<&[f32]>, bool),
+    out: RowGrads<'_>,
+) {
+    let n = s.per_set().max(1) as f64;
+    let range = |i: usize| i * s.chunk..(i + 1) * s.chunk;
+    let sums: Vec<(f64, f64)> = {
+        let chunk_sums = |i: usize| {
+            let (m, r) = (mean[i % s.count], rstd[i % s.count]);
+            super::simd::vectorized(
+                #[inline(always)]
+                || {
+                    let (g, x) = (&gy[range(i)], &x[range(i)]);
+                    (row_sum(g), lane_sum(g, x, |g, x| g as f64 * ((x - m) * r) as f64))
+                },
+            )
+        };
+        let parts: Vec<(f64, f64)> = if s.len >= PARALLEL_ELEMENTS {
+            parallel::install(|| (0..s.chunks()).into_par_iter().map(chunk_sums).collect())
+        } else {
+            (0..s.chunks()).map(chunk_sums).collect()
+        };
+        let mut acc = vec![(0.0f64, 0.0f64); s.count];
+        for (i, (a, b)) in parts.into_iter().enumerate() {
+            acc[i % s.count].0 += a;
+            acc[i % s.count].1 += b;
+        }
+        acc
+    };
+    if let Some(gw) = out.weight {
+        gw.iter_mut().zip(&sums).for_each(|(o, s)| *o = s.1 as f32);
+    }
+    if let Some(gb) = out.bias {
+        gb.iter_mut().zip(&sums).for_each(|(o, s)| *o = s.0 as f32);
+    }
+    if let Some(gx) = out.x {
+        fill(s, gx, |i, o| {
+            let k = i % s.count;
+            let (m, r, wv) = (mean[k], rstd[k], w.map_or(1.0, |w| w[k]));
+            let a = if rms { 0.0 } else { (wv as f64 * sums[k].0 / n) as f32 };
+            let b = (wv as f64 * sums[k].1 / n) as f32;
+            super::simd::vectorized(
+                #[inline(always)]
+                || {
+                    for ((o, &g), &x) in o.iter_mut().zip(&gy[range(i)]).zip(&x[range(i)]) {
+                        *o = r * (g * wv - a - (x - m) * r * b);
+                    }
+                },
+            )
+        });
+    }
 }
 
 /// The input gradient of a normalization given `g = gy · weight`, into `gx` (`s.len`):

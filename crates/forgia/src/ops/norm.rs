@@ -50,6 +50,14 @@ struct Spec {
 }
 
 impl Spec {
+    /// True when the affine parameters run per set (batch norm: one per channel, every
+    /// chunk a plane of it), so the kernels fuse their passes (`k::normalize_per_set`,
+    /// `k::backward_per_set`).
+    fn per_set_params(&self) -> bool {
+        let s = &self.sets;
+        self.inner == s.chunk && numel(&self.param_shape) == s.count && s.chunk > 0
+    }
+
     /// The row-wise kernel, when every chunk is its own set and the parameters run along it
     /// (layer and RMS norm).
     fn rows<'a>(&self, w: Option<&'a Array>, b: Option<&'a Array>) -> Option<k::Rows<'a>> {
@@ -77,8 +85,15 @@ fn check_param(op: &'static str, p: Option<&Tensor>, shape: &[usize]) -> Result<
     }
 }
 
-/// Normalizes with the statistics of `x` and attaches the shared record.
-fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Tensor>) -> Result<(Tensor, Vec<f32>)> {
+/// Normalizes with the statistics of `x` and attaches the shared record; also returns the
+/// per-set mean and biased variance (batch norm's running statistics take them).
+fn normalize(
+    x: &Tensor,
+    spec: Spec,
+    eps: f32,
+    w: Option<&Tensor>,
+    b: Option<&Tensor>,
+) -> Result<(Tensor, Vec<f32>, Vec<f32>)> {
     check_eps(spec.op, eps)?;
     check_param(spec.op, w, &spec.param_shape)?;
     check_param(spec.op, b, &spec.param_shape)?;
@@ -109,13 +124,19 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
             k::moments(&spec.sets, xd.packed(), spec.rms, (&mut mean, &mut var));
             let rstd: Vec<f32> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
             let mut y = crate::tensor::buffer(spec.op, spec.sets.len)?;
-            k::normalize(&spec.sets, xd.packed(), (&mean, &rstd), &mut y);
-            k::affine(&mut y, wd.as_ref().map(|t| t.packed()), bd.as_ref().map(|t| t.packed()), spec.inner);
+            let (wp, bp) = (wd.as_ref().map(|t| t.packed()), bd.as_ref().map(|t| t.packed()));
+            if spec.per_set_params() {
+                k::normalize_per_set(&spec.sets, xd.packed(), (&mean, &rstd), (wp, bp), &mut y);
+            } else {
+                k::normalize(&spec.sets, xd.packed(), (&mean, &rstd), &mut y);
+                k::affine(&mut y, wp, bp, spec.inner);
+            }
             (y, mean, rstd, var)
         }
     };
     let mut out = Tensor::from_parts(y, x.shape());
     out.names = x.names.clone();
+    let batch_mean = mean.to_vec();
     let record = || NormBackward {
         x: xd.value(),
         mean: Arc::new(mean),
@@ -126,7 +147,7 @@ fn normalize(x: &Tensor, spec: Spec, eps: f32, w: Option<&Tensor>, b: Option<&Te
         eps,
     };
     let inputs: SmallVec<[&Tensor; 3]> = [Some(x), w, b].into_iter().flatten().collect();
-    Ok((attach(out, &inputs, record), var))
+    Ok((attach(out, &inputs, record), batch_mean, var))
 }
 
 impl Tensor {
@@ -240,11 +261,10 @@ impl Tensor {
         }
         let sets = Sets { chunk: s, count: c, len: self.numel() };
         let spec = Spec { op: OP, sets, rms: false, inner: s, param_shape: [c].as_slice().into() };
-        let (y, var) = normalize(self, spec, eps, weight, bias)?;
-        let mean = self.detach().mean(mean_axes(self.rank()), false)?;
+        let (y, mean, var) = normalize(self, spec, eps, weight, bias)?;
         let m = stats.momentum;
         let unbias = count as f32 / (count - 1) as f32;
-        let new_mean = stats.mean.with_data(|old| mean.with_data(|b| combine(old, b, m, 1.0)));
+        let new_mean = stats.mean.with_data(|old| combine(old, &mean, m, 1.0));
         let new_var = stats.var.with_data(|old| combine(old, &var, m, unbias));
         stats.mean = Tensor::from_parts(new_mean, &[c]);
         stats.var = Tensor::from_parts(new_var, &[c]);
@@ -254,10 +274,6 @@ impl Tensor {
 
 fn combine(old: &[f32], batch: &[f32], m: f32, factor: f32) -> Vec<f32> {
     old.iter().zip(batch).map(|(&o, &b)| (1.0 - m) * o + m * b * factor).collect()
-}
-
-fn mean_axes(rank: usize) -> Vec<usize> {
-    std::iter::once(0).chain(2..rank).collect()
 }
 
 /// `(N, C, spatial)` of a `[N, C, *]` tensor.
@@ -351,6 +367,25 @@ impl NormBackward {
     }
 }
 
+/// The input, weight and bias gradients a fused backward kernel wrote (those asked for).
+type FusedGrads = (Option<Vec<f32>>, Option<Vec<f32>>, Option<Vec<f32>>);
+
+impl NormBackward {
+    /// `out` with the fused kernels' gradients in their slots (input, then weight and bias
+    /// where the op has them).
+    fn grads_out(&self, mut out: Grads, (gx, gw, gb): FusedGrads) -> Grads {
+        let w_slot = self.weight.is_some() as usize;
+        out[0] = gx.map(|g| Tensor::from_parts(g, self.x.shape()));
+        if w_slot == 1 {
+            out[1] = gw.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+        }
+        if self.has_bias {
+            out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
+        }
+        out
+    }
+}
+
 impl Backward for NormBackward {
     fn name(&self) -> &'static str {
         self.spec.op
@@ -373,14 +408,17 @@ impl Backward for NormBackward {
             let (mut gx, mut gw, mut gb) = (alloc(need.0, x.len())?, alloc(need.1, count)?, alloc(need.2, count)?);
             let grads = k::RowGrads { x: gx.as_deref_mut(), weight: gw.as_deref_mut(), bias: gb.as_deref_mut() };
             rows.backward((x, gy.packed()), (&self.mean, &self.rstd), grads);
-            out[0] = gx.map(|g| Tensor::from_parts(g, self.x.shape()));
-            if w_slot == 1 {
-                out[1] = gw.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
-            }
-            if self.has_bias {
-                out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
-            }
-            return Ok(out);
+            return Ok(self.grads_out(out, (gx, gw, gb)));
+        }
+        if self.spec.per_set_params() {
+            let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
+            let op = self.spec.op;
+            let alloc = |want: bool, n: usize| want.then(|| crate::tensor::buffer(op, n)).transpose();
+            let (mut gx, mut gw, mut gb) = (alloc(need.0, x.len())?, alloc(need.1, count)?, alloc(need.2, count)?);
+            let grads = k::RowGrads { x: gx.as_deref_mut(), weight: gw.as_deref_mut(), bias: gb.as_deref_mut() };
+            let w = self.weight.as_ref().map(|w| w.packed());
+            k::backward_per_set(s, (x, gy.packed()), (&self.mean, &self.rstd), (w, self.spec.rms), grads);
+            return Ok(self.grads_out(out, (gx, gw, gb)));
         }
         if cx.needs_grad(0) {
             let mut g = Scratch::new(self.spec.op, gy.numel())?;
