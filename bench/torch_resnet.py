@@ -12,22 +12,12 @@ Usage: .venv/bin/python bench/torch_resnet.py [--threads N] [--reps R] [--sizes 
 Needs only torch (`.venv/bin/pip install torch==2.15.0`).
 """
 import argparse
-import statistics
-import time
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-
-def median_ms(reps, f):
-    f()
-    times, start = [], time.perf_counter()
-    while len(times) < reps or (time.perf_counter() - start < 3.0 and len(times) < 1000):
-        t = time.perf_counter()
-        f()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+from bench_timing import median_ms
 
 
 class ConvNorm(nn.Module):

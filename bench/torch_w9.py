@@ -9,22 +9,12 @@ Usage: /work/.venv-torch/bin/python bench/torch_w9.py [--threads N] [--reps R] [
 Needs torch and transformers (`.venv/bin/pip install torch==2.15.0 transformers`).
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertModel
 
-
-def median_ms(reps, f):
-    f()
-    times, start = [], time.perf_counter()
-    while len(times) < reps or (time.perf_counter() - start < 3.0 and len(times) < 1000):
-        t = time.perf_counter()
-        f()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+from bench_timing import median_ms
 
 
 def add_lora(model, rank, alpha):
