@@ -367,14 +367,16 @@ impl NormBackward {
     }
 }
 
-/// The input, weight and bias gradients a fused backward kernel wrote (those asked for).
-type FusedGrads = (Option<Vec<f32>>, Option<Vec<f32>>, Option<Vec<f32>>);
-
 impl NormBackward {
-    /// `out` with the fused kernels' gradients in their slots (input, then weight and bias
-    /// where the op has them).
-    fn grads_out(&self, mut out: Grads, (gx, gw, gb): FusedGrads) -> Grads {
-        let w_slot = self.weight.is_some() as usize;
+    /// Runs a fused backward kernel (`run`) on buffers for the gradients `cx` asks for and
+    /// returns `out` with them in their slots (input, then weight and bias where the op has
+    /// them).
+    fn fused_grads(&self, cx: &VjpCtx<'_>, mut out: Grads, run: impl FnOnce(k::RowGrads<'_>)) -> Result<Grads> {
+        let (op, count, w_slot) = (self.spec.op, numel(&self.spec.param_shape), self.weight.is_some() as usize);
+        let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
+        let alloc = |want: bool, n: usize| want.then(|| crate::tensor::buffer(op, n)).transpose();
+        let (mut gx, mut gw, mut gb) = (alloc(need.0, self.x.numel())?, alloc(need.1, count)?, alloc(need.2, count)?);
+        run(k::RowGrads { x: gx.as_deref_mut(), weight: gw.as_deref_mut(), bias: gb.as_deref_mut() });
         out[0] = gx.map(|g| Tensor::from_parts(g, self.x.shape()));
         if w_slot == 1 {
             out[1] = gw.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
@@ -382,7 +384,7 @@ impl NormBackward {
         if self.has_bias {
             out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
         }
-        out
+        Ok(out)
     }
 }
 
@@ -402,23 +404,13 @@ impl Backward for NormBackward {
         let w_slot = self.weight.is_some() as usize;
         let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
         if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
-            let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
-            let op = self.spec.op;
-            let alloc = |want: bool, n: usize| want.then(|| crate::tensor::buffer(op, n)).transpose();
-            let (mut gx, mut gw, mut gb) = (alloc(need.0, x.len())?, alloc(need.1, count)?, alloc(need.2, count)?);
-            let grads = k::RowGrads { x: gx.as_deref_mut(), weight: gw.as_deref_mut(), bias: gb.as_deref_mut() };
-            rows.backward((x, gy.packed()), (&self.mean, &self.rstd), grads);
-            return Ok(self.grads_out(out, (gx, gw, gb)));
+            return self.fused_grads(cx, out, |grads| rows.backward((x, gy.packed()), (&self.mean, &self.rstd), grads));
         }
         if self.spec.per_set_params() {
-            let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
-            let op = self.spec.op;
-            let alloc = |want: bool, n: usize| want.then(|| crate::tensor::buffer(op, n)).transpose();
-            let (mut gx, mut gw, mut gb) = (alloc(need.0, x.len())?, alloc(need.1, count)?, alloc(need.2, count)?);
-            let grads = k::RowGrads { x: gx.as_deref_mut(), weight: gw.as_deref_mut(), bias: gb.as_deref_mut() };
             let w = self.weight.as_ref().map(|w| w.packed());
-            k::backward_per_set(s, (x, gy.packed()), (&self.mean, &self.rstd), (w, self.spec.rms), grads);
-            return Ok(self.grads_out(out, (gx, gw, gb)));
+            let stats = (self.mean.as_slice(), self.rstd.as_slice());
+            return self
+                .fused_grads(cx, out, |g| k::backward_per_set(s, (x, gy.packed()), stats, (w, self.spec.rms), g));
         }
         if cx.needs_grad(0) {
             let mut g = Scratch::new(self.spec.op, gy.numel())?;
