@@ -67,11 +67,20 @@ pub(crate) fn moments(s: &Sets, x: &[f32], rms: bool, (mean_out, var_out): (&mut
     let mean: Vec<f64> = if rms {
         vec![0.0; s.count]
     } else {
-        per_set(s, |i| super::simd::vectorized(|| row_sum(chunk(i)))).into_iter().map(|v| v / n).collect()
+        let sum = |i: usize| {
+            super::simd::vectorized(
+                #[inline(always)]
+                || row_sum(chunk(i)),
+            )
+        };
+        per_set(s, sum).into_iter().map(|v| v / n).collect()
     };
     let var = per_set(s, |i| {
         let m = mean[i % s.count];
-        super::simd::vectorized(|| lane_sum(chunk(i), chunk(i), |v, _| (v as f64 - m) * (v as f64 - m)))
+        super::simd::vectorized(
+            #[inline(always)]
+            || lane_sum(chunk(i), chunk(i), |v, _| (v as f64 - m) * (v as f64 - m)),
+        )
     });
     mean_out.iter_mut().zip(mean).for_each(|(o, v)| *o = v as f32);
     var_out.iter_mut().zip(var).for_each(|(o, v)| *o = (v / n) as f32);
