@@ -102,8 +102,8 @@ fn max_plane(g: &PoolGeom, xp: &[f32], y: &mut [f32], arg: &mut [u32]) {
 /// One tap of a window with column stride 2 over a row of windows: `row[c0 + 2·i]` (at
 /// in-plane index `at + 2·i`) into window `i`'s running maximum `y[i]` and its index `arg[i]`,
 /// by [`max_plane`]'s rule. The constant stride lets the compiler load whole vectors and
-/// de-interleave them (a variable stride reads one float at a time; ResNet's 3x3 stride-2
-/// pool spent as long as PyTorch's on it).
+/// de-interleave them (a variable stride reads one float at a time; `benches/conv.rs`,
+/// `resnet_max_pool_k3s2p1_fwd_bwd_b8_64x112`).
 #[inline(always)]
 fn tap_stride2(row: &[f32], c0: usize, at: u32, y: &mut [f32], arg: &mut [u32]) {
     let n = y.len();
