@@ -41,9 +41,9 @@ pub(super) fn w12_resnet18(reps: usize, sizes: Option<(usize, usize)>) -> Result
     ))
 }
 
-/// The step's multiply-add work in GFLOP: three times the forward's convolutions and the
-/// classifier (forward, input gradient, weight gradient; the stem's input gradient is not
-/// needed, which this counts anyway, as PyTorch's twin does the same arithmetic).
+/// The step's nominal product work in GFLOP (two per multiply-add): three times the
+/// forward's convolutions and classifier (forward, input gradient, weight gradient), counting
+/// the stem's input gradient, which is not computed.
 fn step_gflop(b: usize, side: usize) -> f64 {
     let c = ResNetConfig::default();
     // (output side, input channels, output channels, kernel) of every convolution.
