@@ -567,22 +567,24 @@ macro_rules! microkernel {
                         // forgia patch (vendor/README.md): a full tile of a column-major
                         // destination is prefetched `PREFETCH_DST_UNROLLS` unrolled steps
                         // before the end of the k loop, so its load below does not wait on L3
-                        // or memory. `depth` counts down to 1, so 0 means no prefetch.
+                        // or memory. `depth` counts down to 1, so 0 means no prefetch. The
+                        // loop runs in two stretches with the prefetch between them, so its
+                        // body carries no test for it.
                         let prefetch_at = if m == $mr_div_n * N && n == $nr && dst_rs == 1 {
                             Ord::min(k_unroll, $crate::microkernel::PREFETCH_DST_UNROLLS)
                         } else {
                             0
                         };
-                        if depth != 0 {
-                            loop {
-                                if depth == prefetch_at {
-                                    $crate::microkernel::prefetch_dst_tile(
-                                        dst as *const u8,
-                                        dst_cs * ::core::mem::size_of::<T>() as isize,
-                                        $nr,
-                                        $mr_div_n * N * ::core::mem::size_of::<T>(),
-                                    );
-                                }
+                        for stop in [prefetch_at, 0] {
+                            if stop == 0 && prefetch_at != 0 {
+                                $crate::microkernel::prefetch_dst_tile(
+                                    dst as *const u8,
+                                    dst_cs * ::core::mem::size_of::<T>() as isize,
+                                    $nr,
+                                    $mr_div_n * N * ::core::mem::size_of::<T>(),
+                                );
+                            }
+                            while depth > stop {
                                 let iter = KernelIter {
                                     packed_lhs,
                                     next_lhs,
@@ -604,9 +606,6 @@ macro_rules! microkernel {
                                 next_lhs = next_lhs.wrapping_offset($unroll * lhs_cs);
 
                                 depth -= 1;
-                                if depth == 0 {
-                                    break;
-                                }
                             }
                         }
                         depth = k_leftover;
