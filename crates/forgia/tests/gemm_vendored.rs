@@ -1,15 +1,18 @@
 //! The `gemm` crate runs every product through its shared layer, vendored with a patch of ours
 //! (vendor/README.md): a k block of 1024 instead of 512 where the L2 still holds three lhs
-//! micropanels of that depth, and a prefetch of each destination tile before its k loop ends.
-//! The block sizes keep the crate's own bounds on every cache shape, and products deeper than
-//! one block (the prefetched loop run twice or more, full tiles and edge tiles, either layout
-//! of each operand) match an f64 product.
+//! micropanels of that depth, a prefetch of each destination tile before its k loop ends, and
+//! threads that take the jobs of a slower thread's share when their own is done. The block
+//! sizes keep the crate's own bounds on every cache shape, the shares cover every job once, and
+//! products deeper than one block (the prefetched loop run twice or more, full tiles and edge
+//! tiles, either layout of each operand) and threaded products whose threads start at
+//! different times match an f64 product.
 
 mod common;
 
 use common::{assert_product_close as assert_close, lcg, product_f64};
 use forgia::Tensor;
 use gemm_common::cache::{kernel_params_for, CacheInfo, DEEP_KC};
+use gemm_common::gemm::{job_chunk, job_share};
 
 fn level(kib: usize, associativity: usize) -> CacheInfo {
     CacheInfo { associativity, cache_bytes: kib * 1024, cache_line_bytes: 64 }
@@ -71,6 +74,73 @@ fn products_deeper_than_one_k_block_match_f64_with_full_and_edge_tiles() {
         let ct = b_t.transpose(0, 1).unwrap().matmul(&a_t.transpose(0, 1).unwrap()).unwrap();
         let want_t = transposed_f64(&want, m, n);
         assert_close(&ct.to_vec(), &want_t, k, &format!("({m}x{k}·{k}x{n})ᵀ"));
+    }
+}
+
+#[test]
+fn the_threads_shares_cover_every_job_once_in_order_and_differ_by_at_most_one() {
+    for n_jobs in [0, 1, 2, 7, 100, 2052, 43_776] {
+        for n_threads in 1..=9 {
+            let what = format!("{n_jobs} jobs, {n_threads} threads");
+            let shares: Vec<_> = (0..n_threads).map(|t| job_share(n_jobs, n_threads, t)).collect();
+            assert_eq!(shares[0].0, 0, "{what}: the first share starts at job 0");
+            assert_eq!(shares[n_threads - 1].1, n_jobs, "{what}: the last share ends at the last job");
+            for pair in shares.windows(2) {
+                assert_eq!(pair[0].1, pair[1].0, "{what}: {shares:?} are contiguous");
+            }
+            let sizes: Vec<_> = shares.iter().map(|(a, b)| b - a).collect();
+            let (lo, hi) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{what}: {sizes:?} differ by at most one");
+            let chunk = job_chunk(n_jobs, n_threads);
+            assert!(chunk >= 1 && (n_jobs == 0 || chunk <= *hi), "{what}: a chunk of {chunk} is within a share");
+        }
+    }
+}
+
+#[test]
+fn threaded_products_match_f64_when_the_threads_outnumber_the_cores_and_take_each_others_jobs() {
+    // More threads than the pool has workers: the first tasks finish their shares before the
+    // last start, and take chunks of them, so every job is run by some thread other than its
+    // owner for some of these counts. Sizes past the crate's threading threshold, one with
+    // edge tiles on both sides and one deeper than a k block.
+    for &(m, n, k) in &[(130, 1030, 600), (512, 300, 1500)] {
+        let a = lcg(m * k, 21, 1.0);
+        let b = lcg(k * n, 22, 1.0);
+        // C += A·B, so a job run twice or not at all shows in the sum.
+        let c0 = lcg(m * n, 23, 1.0);
+        let mut want = product_f64(m, n, k, &a, &b);
+        for (w, c) in want.iter_mut().zip(&c0) {
+            *w += f64::from(*c);
+        }
+        for threads in [2, 3, 5, 8] {
+            // Column-major for the crate: the row-major product C = A·B is Cᵀ = Bᵀ·Aᵀ.
+            let mut c = c0.clone();
+            // SAFETY: every operand holds the elements its sizes and strides address.
+            unsafe {
+                gemm::gemm(
+                    n,
+                    m,
+                    k,
+                    c.as_mut_ptr(),
+                    n as isize,
+                    1,
+                    true,
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    a.as_ptr(),
+                    k as isize,
+                    1,
+                    1.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::Rayon(threads),
+                );
+            }
+            assert_close(&c, &want, k, &format!("{m}x{k}·{k}x{n} on {threads} threads"));
+        }
     }
 }
 

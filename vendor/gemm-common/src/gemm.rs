@@ -160,6 +160,26 @@ pub fn set_lhs_packing_threshold_multi_thread(value: usize) {
     LHS_PACKING_THRESHOLD_MULTI_THREAD.store(value.min(256), Ordering::Relaxed);
 }
 
+/// forgia patch (vendor/README.md): the equal share `[start, end)` of the jobs of the threaded
+/// loop that thread `tid` starts with (the first `n_jobs % n_threads` threads take one more).
+pub fn job_share(n_jobs: usize, n_threads: usize, tid: usize) -> (usize, usize) {
+    let min_jobs_per_thread = n_jobs / n_threads;
+    let rem = n_jobs - n_threads * min_jobs_per_thread;
+    if tid < rem {
+        let start = tid * (min_jobs_per_thread + 1);
+        (start, start + min_jobs_per_thread + 1)
+    } else {
+        let start = tid * min_jobs_per_thread + rem;
+        (start, start + min_jobs_per_thread)
+    }
+}
+
+/// forgia patch (vendor/README.md): the jobs a thread of the threaded loop takes at a time
+/// from a share: about an eighth of an equal share, at least one.
+pub fn job_chunk(n_jobs: usize, n_threads: usize) -> usize {
+    Ord::max(n_jobs / (8 * Ord::max(n_threads, 1)), 1)
+}
+
 #[cfg(feature = "rayon")]
 pub fn par_for_each(n_threads: usize, func: impl Fn(usize) + Send + Sync) {
     fn inner(n_threads: usize, func: &(dyn Fn(usize) + Send + Sync)) {
@@ -649,6 +669,14 @@ pub unsafe fn gemm_basic_generic<
                 row_outer += m_chunk;
             }
 
+            // forgia patch (vendor/README.md): the next job of each thread's share, which the
+            // threads below advance a chunk at a time.
+            let next_jobs: alloc::vec::Vec<AtomicUsize> = (0..n_threads)
+                .map(|tid| AtomicUsize::new(job_share(n_jobs, n_threads, tid).0))
+                .collect();
+            let next_jobs = &*next_jobs;
+            let job_chunk = job_chunk(n_jobs, n_threads);
+
             let func = move |tid, packed_lhs: Ptr<T>| {
                 let mut did_pack_lhs_storage =
                     alloc::vec![false; if tid > 0 { mc / MR } else { 0 }];
@@ -658,19 +686,14 @@ pub unsafe fn gemm_basic_generic<
                     &mut *({ did_pack_lhs }.0)
                 };
 
-                let min_jobs_per_thread = n_jobs / n_threads;
-                let rem = n_jobs - n_threads * min_jobs_per_thread;
-
-                // thread `tid` takes min_jobs_per_thread or min_jobs_per_thread + 1
-                let (job_start, job_end) = if tid < rem {
-                    let start = tid * (min_jobs_per_thread + 1);
-                    (start, start + min_jobs_per_thread + 1)
-                } else {
-                    // start = rem * (min_jobs_per_thread + 1) + (tid - rem) * min_jobs_per_thread;
-                    let start = tid * min_jobs_per_thread + rem;
-                    (start, start + min_jobs_per_thread)
-                };
-
+                // forgia patch (vendor/README.md): each thread runs its equal share of the
+                // jobs a chunk at a time, then takes chunks from the shares of the others
+                // that are not done, so a thread whose core runs slower (a busy sibling on a
+                // shared host) does fewer jobs and the others do not wait for it at the end.
+                // `packed_block` is the `row_outer` of the lhs block this thread's
+                // `packed_lhs` holds: it is kept while the thread's chunks stay in that block.
+                let mut packed_block = usize::MAX;
+                let mut run_jobs = |job_start: usize, job_end: usize| {
                 let mut row_outer = 0;
                 let mut job_id = 0;
                 while row_outer != m {
@@ -700,7 +723,10 @@ pub unsafe fn gemm_basic_generic<
                     };
 
                     let mut j = 0;
-                    did_pack_lhs.fill(false);
+                    if packed_block != row_outer {
+                        did_pack_lhs.fill(false);
+                        packed_block = row_outer;
+                    }
                     while j < n_col_mini_chunks {
                         let mut i = 0;
                         while i < n_row_mini_chunks {
@@ -788,6 +814,17 @@ pub unsafe fn gemm_basic_generic<
                     }
 
                     row_outer += m_chunk;
+                }
+                };
+                for owner in (0..n_threads).map(|i| (tid + i) % n_threads) {
+                    let share_end = job_share(n_jobs, n_threads, owner).1;
+                    loop {
+                        let job_start = next_jobs[owner].fetch_add(job_chunk, Ordering::Relaxed);
+                        if job_start >= share_end {
+                            break;
+                        }
+                        run_jobs(job_start, Ord::min(job_start + job_chunk, share_end));
+                    }
                 }
             };
 
