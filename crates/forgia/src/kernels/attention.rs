@@ -15,8 +15,6 @@ pub(crate) mod ext;
 mod tile;
 mod wide;
 
-use rayon::prelude::*;
-
 use self::tile::{matmul, Dest, Products, Tri};
 use super::fastmath;
 use super::gemm::MatRef;
@@ -76,7 +74,7 @@ impl AttnGeom {
         let tile = self.sq.saturating_mul(self.sk);
         tile.saturating_mul(2).saturating_add(self.sk.saturating_mul(self.d.max(self.dv)))
     }
-    /// The slices of chunks (of `group` blocks each) a call runs in parallel, each with its own
+    /// The workers a call runs its chunks (of `group` blocks each) on in parallel, each with its own
     /// scratch: one per worker thread when there are several chunks, else 1.
     pub(crate) fn parts(&self, group: usize) -> usize {
         let chunks = self.bh / group.max(1);
@@ -86,13 +84,13 @@ impl AttnGeom {
             1
         }
     }
-    /// Floats of scratch for `parts` slices.
+    /// Floats of scratch for `parts` workers.
     pub(crate) fn scratch_len(&self, parts: usize) -> usize {
         parts.saturating_mul(self.chunk_scratch())
     }
 }
 
-/// The scratch of one attention call: `parts` slices of chunks and a buffer of
+/// The scratch of one attention call: `parts` workers for its chunks and a buffer of
 /// [`AttnGeom::scratch_len`] floats (any values) for them, allocated by the op.
 pub(crate) struct AttnScratch<'a> {
     pub(crate) parts: usize,
@@ -283,31 +281,17 @@ fn split(buf: &mut [f32], n: usize) -> Vec<&mut [f32]> {
     split_len(buf, n, buf.len() / n.max(1))
 }
 
-/// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks: `scratch.parts`
-/// consecutive slices of them in parallel, each with its own `2·Sq·Sk + Sk·max(D, Dv)` floats.
+/// Runs `f(chunk, item, scratch)` for every chunk of `group` blocks: `scratch.parts` workers
+/// at once, each with its own `2·Sq·Sk + Sk·max(D, Dv)` floats, taking the chunks one at a time
+/// ([`super::for_each_with_scratch`]).
 fn chunks<T: Send>(
     g: &AttnGeom,
     items: &mut [T],
     scratch: AttnScratch<'_>,
     f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
 ) {
-    let parts = scratch.parts.max(1);
-    let mut bufs = split_len(scratch.buf, parts, g.chunk_scratch());
-    if parts == 1 || items.len() <= 1 {
-        for (c, t) in items.iter_mut().enumerate() {
-            f(c, t, &mut *bufs[0]);
-        }
-        return;
-    }
-    let per = items.len().div_ceil(parts);
-    let work: Vec<_> = items.chunks_mut(per).zip(bufs.iter_mut()).enumerate().collect();
-    parallel::install(|| {
-        work.into_par_iter().for_each(|(p, (items, buf))| {
-            for (j, t) in items.iter_mut().enumerate() {
-                f(p * per + j, t, buf);
-            }
-        })
-    });
+    let mut bufs = split_len(scratch.buf, scratch.parts.max(1), g.chunk_scratch());
+    super::for_each_with_scratch(items, &mut bufs, f);
 }
 
 /// Forward into `y` (`group` blocks per chunk laid out by `out`, `B·H·Sq·Dv` floats) and

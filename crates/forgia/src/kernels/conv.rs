@@ -13,8 +13,10 @@
 //! `gemm` crate reads every large operand in place rather than copying it first.
 //!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
-//! the batch is cut into [`ConvGeom::parts`] slices that run in parallel, each with its own
-//! column matrix (and, for the weight gradient, its own partial sum).
+//! [`ConvGeom::parts`] workers run in parallel, each with its own column matrix. The forward
+//! and the input gradient hand out the samples one at a time, so a worker on a slower core
+//! runs fewer; the weight gradient cuts the batch into that many fixed slices, each with its
+//! own partial sum, so its sum is the same whichever core is slower.
 
 use rayon::prelude::*;
 
@@ -186,7 +188,7 @@ fn bands(g: &ConvGeom) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..oh).step_by(r).map(move |a| a..(a + r).min(oh))
 }
 
-/// The scratch of one convolution call: `parts` slices of the batch and a buffer of
+/// The scratch of one convolution call: `parts` workers (see the module doc) and a buffer of
 /// [`ConvGeom::scratch_len`] floats for them (any values: the kernels overwrite what they
 /// read), allocated by the op.
 pub(crate) struct ConvScratch<'a> {
@@ -202,35 +204,17 @@ fn transposed(data: &[f32], offset: usize, row_stride: usize) -> MatRef<'_> {
     MatRef { data, offset, row_stride: 1, col_stride: row_stride as isize }
 }
 
-/// Runs `f(sample, item, column scratch)` over the batch: `scratch.parts` consecutive slices
-/// of it in parallel, each with its own column matrix.
+/// Runs `f(sample, item, column scratch)` over the batch: `scratch.parts` workers at once,
+/// each with its own column matrix, taking the samples one at a time
+/// ([`super::for_each_with_scratch`]).
 fn per_sample<T: Send>(
     g: &ConvGeom,
     items: &mut [T],
     scratch: ConvScratch<'_>,
     f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
 ) {
-    let (unfold, parts) = (g.unfold_len(), scratch.parts.max(1));
-    let mut cols = split_len(scratch.buf, parts, unfold);
-    if parts == 1 || items.len() <= 1 {
-        for (i, t) in items.iter_mut().enumerate() {
-            f(i, t, &mut *cols[0]);
-        }
-        return;
-    }
-    let per = items.len().div_ceil(parts);
-    let work: Vec<_> = items.chunks_mut(per).zip(cols.iter_mut()).enumerate().collect();
-    // The parts already fill the pool: each part's products stay on its own thread (a GEMM
-    // split again inside a part would only hand work between busy threads).
-    parallel::install(|| {
-        work.into_par_iter().for_each(|(p, (items, cols))| {
-            parallel::with_kernels_on_this_thread(true, || {
-                for (j, t) in items.iter_mut().enumerate() {
-                    f(p * per + j, t, cols);
-                }
-            })
-        })
-    });
+    let mut cols = split_len(scratch.buf, scratch.parts.max(1), g.unfold_len());
+    super::for_each_with_scratch(items, &mut cols, f);
 }
 
 /// Image → columns: `y[n] = W · im2col(x[n]) (+ bias)` per group. `x` is `[N, C, H, W]`, `w`
