@@ -74,8 +74,8 @@ impl AttnGeom {
         let tile = self.sq.saturating_mul(self.sk);
         tile.saturating_mul(2).saturating_add(self.sk.saturating_mul(self.d.max(self.dv)))
     }
-    /// The workers a call runs its chunks (of `group` blocks each) on in parallel, each with its own
-    /// scratch: one per worker thread when there are several chunks, else 1.
+    /// The workers a call runs its chunks (of `group` blocks each) on in parallel, each with
+    /// its own scratch: one per worker thread when there are several chunks, else 1.
     pub(crate) fn parts(&self, group: usize) -> usize {
         let chunks = self.bh / group.max(1);
         if chunks > 1 {
