@@ -670,10 +670,14 @@ pub unsafe fn gemm_basic_generic<
             }
 
             // forgia patch (vendor/README.md): the next job of each thread's share, which the
-            // threads below advance a chunk at a time.
-            let next_jobs: alloc::vec::Vec<AtomicUsize> = (0..n_threads)
-                .map(|tid| AtomicUsize::new(job_share(n_jobs, n_threads, tid).0))
-                .collect();
+            // threads below advance a chunk at a time (none, and no allocation, for one thread).
+            let next_jobs: alloc::vec::Vec<AtomicUsize> = if n_threads > 1 {
+                (0..n_threads)
+                    .map(|tid| AtomicUsize::new(job_share(n_jobs, n_threads, tid).0))
+                    .collect()
+            } else {
+                alloc::vec::Vec::new()
+            };
             let next_jobs = &*next_jobs;
             let job_chunk = job_chunk(n_jobs, n_threads);
 
@@ -816,6 +820,9 @@ pub unsafe fn gemm_basic_generic<
                     row_outer += m_chunk;
                 }
                 };
+                if n_threads == 1 {
+                    return run_jobs(0, n_jobs);
+                }
                 for owner in (0..n_threads).map(|i| (tid + i) % n_threads) {
                     let share_end = job_share(n_jobs, n_threads, owner).1;
                     loop {
