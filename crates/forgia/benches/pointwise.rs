@@ -1,5 +1,6 @@
 //! Pointwise kernels through the public API: add, mul, tanh and gelu at 1K, 64K and 4M
-//! elements (inference path: constants, no graph), plus `add` around the parallel threshold.
+//! elements (inference path: constants, no graph), plus `add` around the parallel threshold,
+//! and GELU's records forward and backward at W7's hidden size.
 //!
 //! To measure where `PARALLEL_ELEMENTS` (src/parallel.rs) should sit, run the
 //! `add_threshold` group twice: as is, and with the constant set to `usize::MAX` (serial):
@@ -66,5 +67,26 @@ fn activations(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pointwise, add_threshold, activations);
+/// GELU's forward and backward records at W7's `[4096, 1024]` (one MLP's hidden layer): the
+/// backward seeded with a given gradient, so the time is the record's kernel alone.
+fn gelu_record(c: &mut Criterion) {
+    let n = 4096 * 1024;
+    let (a, b) = inputs(n);
+    let v = a.into_variable();
+    let mut group = c.benchmark_group("gelu_4m");
+    group.throughput(Throughput::Elements(n as u64));
+    for (name, tanh) in [("gelu", false), ("gelu_tanh", true)] {
+        group.bench_function(format!("{name}_fwd"), |bch| bch.iter(|| if tanh { v.gelu_tanh() } else { v.gelu() }));
+        group.bench_function(format!("{name}_fwd_bwd"), |bch| {
+            bch.iter(|| {
+                let y = if tanh { v.gelu_tanh() } else { v.gelu() };
+                y.backward_with_grad(&b).unwrap();
+                v.zero_grad();
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pointwise, add_threshold, activations, gelu_record);
 criterion_main!(benches);

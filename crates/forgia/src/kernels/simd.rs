@@ -7,8 +7,11 @@
 //! when the CPU has them, else with `avx2,fma` (8 lanes); the closure and the per-element
 //! rules it calls are `#[inline(always)]`, so LLVM inlines them there and vectorizes the loops
 //! that wide. The code is the same, only wider: Rust never contracts `a * b + c` into an FMA
-//! or reassociates a sum by itself, so results are bit-identical on every path. On the AMD
-//! EPYC of `docs/BENCHMARKS.md` the AVX-512 tier took W6's AdamW update from 4.3 to 0.8 ms.
+//! or reassociates a sum by itself, so results are bit-identical on every path. Where a rule
+//! wants a fused multiply-add (the polynomials of `fastmath`) it says so with `f32::mul_add`,
+//! which is the exactly rounded fused operation on every path: one instruction in both tiers
+//! here, a call into libm's `fmaf` on a CPU without FMA (the same bits, more slowly). On the
+//! AMD EPYC of `docs/BENCHMARKS.md` the AVX-512 tier took W6's AdamW update from 4.3 to 0.8 ms.
 
 /// Runs `f`, compiled for AVX-512 (or else AVX2 + FMA) when this CPU has it. Mark `f` `#[inline(always)]`
 /// (and everything it calls per element) or it is compiled for the baseline anyway.
