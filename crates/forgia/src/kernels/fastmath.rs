@@ -58,22 +58,30 @@ fn pow2(n: f32) -> f32 {
     f32::from_bits(biased << 23)
 }
 
-/// `tanh x`: an odd polynomial near 0 (Cephes `tanhf`), `1 - 2/(e^{2|x|} + 1)` elsewhere.
+/// `tanh x` as one rational function on `[-9, 9]` (beyond which f32 `tanh` is ±1):
+/// `x·P(x²)/Q(x²)` with the 13/6-degree coefficients Eigen and XLA use for f32. One division
+/// and nine multiply-adds, no exponential and no branch; within 3e-7 absolute and 2e-6
+/// relative (the tests below check it against f64).
 #[inline(always)]
 pub(crate) fn tanh(x: f32) -> f32 {
-    let a = x.abs();
-    let z = x * x;
-    let mut p = -5.704_988_7e-3f32;
-    p = p.mul_add(z, 2.063_908_9e-2);
-    p = p.mul_add(z, -5.373_971_6e-2);
-    p = p.mul_add(z, 1.333_144_2e-1);
-    p = p.mul_add(z, -3.333_328_2e-1);
-    let small = x + x * z * p;
-    let big = 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
-    if a < 0.625 {
-        small
+    let c = x.clamp(-9.0, 9.0);
+    let z = c * c;
+    let mut p = -2.760_768_477_423_55e-16f32;
+    p = p.mul_add(z, 2.000_187_904_824_77e-13);
+    p = p.mul_add(z, -8.604_671_522_137_35e-11);
+    p = p.mul_add(z, 5.122_297_090_371_14e-8);
+    p = p.mul_add(z, 1.485_722_357_179_79e-5);
+    p = p.mul_add(z, 6.372_619_288_754_36e-4);
+    p = p.mul_add(z, 4.893_524_558_917_86e-3);
+    let mut q = 1.198_258_394_667_02e-6f32;
+    q = q.mul_add(z, 1.185_347_056_866_54e-4);
+    q = q.mul_add(z, 2.268_434_632_439e-3);
+    q = q.mul_add(z, 4.893_525_185_543_85e-3);
+    // At the clamp the fit is within an ulp of 1; f32 `tanh` is ±1 exactly there.
+    if c.abs() >= 9.0 {
+        1.0f32.copysign(x)
     } else {
-        big.copysign(x)
+        (c * p / q).clamp(-1.0, 1.0)
     }
 }
 
