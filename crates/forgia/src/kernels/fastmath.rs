@@ -13,7 +13,7 @@
 //! without FMA, where it is a libm call. (`exp`'s last step stays unfused: fused, it rounds up
 //! to `inf` at `ln f32::MAX`.)
 
-#![allow(clippy::excessive_precision)] // coefficients are quoted as published (Cephes)
+#![allow(clippy::excessive_precision)] // coefficients are quoted as published (Cephes, Eigen)
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
