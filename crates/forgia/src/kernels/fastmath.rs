@@ -7,11 +7,10 @@
 //! 5e-7 absolute. NaN gives NaN. The tests below check all of it against f64.
 //!
 //! Every polynomial step is a `mul_add`, one fused instruction inside `simd::vectorized`'s
-//! tiers (both have FMA) where `p * x + c` would be two, each rounded: it took a GELU at W7's
-//! size from 1.84 to 1.38 ms forward and from 6.4 to 4.9 ms forward and backward
-//! (`benches/pointwise.rs`, `gelu_4m`). Being exactly rounded, it gives the same bits on a CPU
-//! without FMA, where it is a libm call. (`exp`'s last step stays unfused: fused, it rounds up
-//! to `inf` at `ln f32::MAX`.)
+//! tiers (both have FMA) where `p * x + c` would be two, each rounded (`benches/pointwise.rs`,
+//! `gelu_4m`; figures in docs/BENCHMARKS.md, session twenty). Being exactly rounded, it gives
+//! the same bits outside them, where it may be a libm call (a test below checks it). `exp`'s
+//! last step stays unfused: fused, it rounds up to `inf` at `ln f32::MAX`.
 
 #![allow(clippy::excessive_precision)] // coefficients are quoted as published (Cephes, Eigen)
 const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -122,6 +121,25 @@ pub(crate) fn erf(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fused_steps_give_the_same_bits_inside_and_outside_the_vectorized_tiers() {
+        let xs: Vec<f32> = grid().chain((0..=1000).map(|i| 80.0 + i as f32 * 0.01)).collect();
+        let bits = |x: f32| [exp(x).to_bits(), exp(-x).to_bits(), tanh(x).to_bits(), erf(x).to_bits()];
+        let outside: Vec<[u32; 4]> = xs.iter().map(|&x| bits(x)).collect();
+        let mut inside = vec![[0u32; 4]; xs.len()];
+        crate::kernels::simd::vectorized(
+            #[inline(always)]
+            || {
+                for (b, &x) in inside.iter_mut().zip(&xs) {
+                    *b = bits(x);
+                }
+            },
+        );
+        for ((x, o), i) in xs.iter().zip(&outside).zip(&inside) {
+            assert_eq!(o, i, "x = {x}: exp, exp(-x), tanh, erf bits differ between the paths");
+        }
+    }
 
     fn grid() -> impl Iterator<Item = f32> {
         (-20000..=20000).map(|i| i as f32 * 1e-3)
