@@ -1,11 +1,13 @@
 //! The `gemm` crate runs every product through its shared layer, vendored with a patch of ours
 //! (vendor/README.md): a k block of 1024 instead of 512 where the L2 still holds three lhs
-//! micropanels of that depth, a prefetch of each destination tile before its k loop ends, and
-//! threads that take the jobs of a slower thread's share when their own is done. The block
-//! sizes keep the crate's own bounds on every cache shape, the shares cover every job once, and
-//! products deeper than one block (the prefetched loop run twice or more, full tiles and edge
-//! tiles, either layout of each operand) and threaded products whose threads start at
-//! different times match an f64 product.
+//! micropanels of that depth, a prefetch of each destination tile before its k loop ends,
+//! threads that take the jobs of a slower thread's share when their own is done, and operands
+//! packed several micropanels per pass over their rows. The block sizes keep the crate's own
+//! bounds on every cache shape, the shares cover every job once, and products deeper than one
+//! block (the prefetched loop run twice or more, full tiles and edge tiles, either layout of
+//! each operand), threaded products whose threads start at different times, and weight
+//! gradients packed in groups with a partial group and a partial micropanel match an f64
+//! product.
 
 mod common;
 
@@ -140,6 +142,55 @@ fn threaded_products_match_f64_when_the_threads_outnumber_the_cores_and_take_eac
                 );
             }
             assert_close(&c, &want, k, &format!("{m}x{k}·{k}x{n} on {threads} threads"));
+        }
+    }
+}
+
+#[test]
+fn weight_gradients_packed_several_micropanels_per_pass_match_f64_on_one_and_more_threads() {
+    // `gW = gyᵀ · x` with `gy [k, m]` and `x [k, n]` row-major, as a layer's backward runs it.
+    // The crate computes the row-major product as its transpose, so it packs rows of `gy` as
+    // its rhs (six-column micropanels: two groups of eight, a group of three and a partial
+    // micropanel of four across m = 118) and rows of `x` as its lhs (16-row micropanels on the
+    // AVX2 kernel, ending in a partial one), over a k of three blocks. With n = 87 the crate
+    // packs the whole lhs up front; with n = 327 (more than two row blocks) each thread packs
+    // the micropanels its jobs need, a run of them per call.
+    let (m, k) = (6 * 8 * 2 + 6 * 3 + 4, 2100);
+    for n in [16 * 5 + 7, 16 * 20 + 7] {
+        let gy = lcg(k * m, 31, 1.0);
+        let x = lcg(k * n, 32, 1.0);
+        let gy_t = transposed(&gy, k, m);
+        let want = product_f64(m, n, k, &gy_t, &x);
+        for threads in [1, 2, 3] {
+            let mut c = vec![f32::NAN; m * n];
+            let par = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
+            // SAFETY: every operand holds the elements its sizes and strides address: `gyᵀ` is
+            // m × k with row stride 1 and column stride m inside `gy`, `x` is k × n row-major, and
+            // `c` is m × n row-major.
+            unsafe {
+                gemm::gemm(
+                    m,
+                    n,
+                    k,
+                    c.as_mut_ptr(),
+                    1,
+                    n as isize,
+                    false,
+                    gy.as_ptr(),
+                    m as isize,
+                    1,
+                    x.as_ptr(),
+                    1,
+                    n as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    par,
+                );
+            }
+            assert_close(&c, &want, k, &format!("gyᵀ·x, {m}x{k}·{k}x{n} on {threads} threads"));
         }
     }
 }

@@ -756,9 +756,17 @@ pub unsafe fn gemm_basic_generic<
                                 dispatcher[(m_chunk_inner + (N - 1)) / N - 1][n_chunk_inner - 1];
 
                             if do_pack_lhs && !did_pack_lhs[i] {
+                                // forgia patch: this micropanel and the unpacked ones after it
+                                // in one call, so that `pack_lhs` reads whole lines of each row
+                                // (see `pack_operands::PACK_GROUP`).
+                                let mut end = i + 1;
+                                while end < n_row_mini_chunks && !did_pack_lhs[end] {
+                                    end += 1;
+                                }
+                                let rows = (MR * end).min(m_chunk) - row_inner;
                                 pack_lhs::<T, N, MR, _>(
                                     simd,
-                                    m_chunk_inner,
+                                    rows,
                                     k_chunk,
                                     packed_lhs.wrapping_add(i * packed_lhs_stride),
                                     lhs.wrapping_offset(
@@ -769,7 +777,7 @@ pub unsafe fn gemm_basic_generic<
                                     lhs_rs,
                                     packed_lhs_stride,
                                 );
-                                did_pack_lhs[i] = true;
+                                did_pack_lhs[i..end].fill(true);
                             }
 
                             func(
