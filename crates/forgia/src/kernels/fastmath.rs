@@ -118,6 +118,31 @@ pub(crate) fn erf(x: f32) -> f32 {
     }
 }
 
+/// The standard normal distribution's `Φ(x)` and density `φ(x)` from one exponential
+/// `e^{-x²/2}`: `φ = e^{-x²/2}/√(2π)`, and `Φ` from `erfc(|x|/√2) = t·P(t)·e^{-x²/2}` with
+/// `t = 1/(1 + p|x|/√2)` (Abramowitz and Stegun 7.1.26, absolute error below 1.5e-7 in exact
+/// arithmetic). One division, one `exp` and five multiply-adds, where `erf` and `exp` apart
+/// take two divisions' worth of work (GELU's derivative `Φ(x) + x·φ(x)` needs both). Within
+/// 2e-7 absolute of f64 for `Φ` and 1e-7 for `φ` (the tests below); NaN gives NaN.
+#[inline(always)]
+pub(crate) fn normal_cdf_pdf(x: f32) -> (f32, f32) {
+    /// `1/√(2π)`.
+    const INV_SQRT_2PI: f32 = 0.398_942_3;
+    /// `p/√2` with A&S's `p = 0.327_591_1`: the argument of `erfc` is `|x|/√2`.
+    const P: f32 = 0.231_641_9;
+    let e = exp(-0.5 * x * x);
+    let t = 1.0 / P.mul_add(x.abs(), 1.0);
+    // A&S's a₁…a₅, halved: `half_erfc = erfc(|x|/√2) / 2 = 1 - Φ(|x|)`.
+    let mut p = 0.530_702_7f32;
+    p = p.mul_add(t, -0.726_576_0);
+    p = p.mul_add(t, 0.710_706_9);
+    p = p.mul_add(t, -0.142_248_4);
+    p = p.mul_add(t, 0.127_414_8);
+    let half_erfc = t * p * e;
+    let cdf = if x >= 0.0 { 1.0 - half_erfc } else { half_erfc };
+    (cdf, e * INV_SQRT_2PI)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +261,17 @@ mod tests {
             assert!((erf(x) as f64 - erf64(x as f64)).abs() < 5e-7, "erf({x})");
         }
         assert_eq!(tanh(0.0), 0.0);
+        for x in grid() {
+            let (cdf, pdf) = normal_cdf_pdf(x);
+            let x64 = f64::from(x);
+            let want_cdf = 0.5 * (1.0 + erf64(x64 * std::f64::consts::FRAC_1_SQRT_2));
+            let want_pdf = (-0.5 * x64 * x64).exp() / (2.0 * std::f64::consts::PI).sqrt();
+            assert!((f64::from(cdf) - want_cdf).abs() < 2e-7, "Φ({x}): {cdf} vs {want_cdf}");
+            assert!((f64::from(pdf) - want_pdf).abs() < 1e-7, "φ({x}): {pdf} vs {want_pdf}");
+        }
+        assert!(normal_cdf_pdf(f32::NAN).0.is_nan() && normal_cdf_pdf(f32::NAN).1.is_nan());
+        assert_eq!(normal_cdf_pdf(f32::INFINITY), (1.0, 0.0));
+        assert_eq!(normal_cdf_pdf(f32::NEG_INFINITY), (0.0, 0.0));
         assert_eq!(tanh(100.0), 1.0);
         assert_eq!(tanh(-100.0), -1.0);
     }

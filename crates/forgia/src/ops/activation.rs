@@ -105,8 +105,8 @@ impl UnaryRule for GeluErf {
     }
     #[inline(always)]
     fn df(&self, x: f32) -> f32 {
-        let cdf = 0.5 * (1.0 + fastmath::erf(x * FRAC_1_SQRT_2));
-        cdf + x * fastmath::exp(-0.5 * x * x) * INV_SQRT_2PI
+        let (cdf, pdf) = fastmath::normal_cdf_pdf(x);
+        cdf + x * pdf
     }
     /// `Φ(x) + x φ(x)`.
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
