@@ -117,30 +117,7 @@ fn threaded_products_match_f64_when_the_threads_outnumber_the_cores_and_take_eac
         for threads in [2, 3, 5, 8] {
             // Column-major for the crate: the row-major product C = A·B is Cᵀ = Bᵀ·Aᵀ.
             let mut c = c0.clone();
-            // SAFETY: every operand holds the elements its sizes and strides address.
-            unsafe {
-                gemm::gemm(
-                    n,
-                    m,
-                    k,
-                    c.as_mut_ptr(),
-                    n as isize,
-                    1,
-                    true,
-                    b.as_ptr(),
-                    n as isize,
-                    1,
-                    a.as_ptr(),
-                    k as isize,
-                    1,
-                    1.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::Rayon(threads),
-                );
-            }
+            crate_product((n, m, k), (&mut c, n as isize, 1), true, (&b, n as isize, 1), (&a, k as isize, 1), threads);
             assert_close(&c, &want, k, &format!("{m}x{k}·{k}x{n} on {threads} threads"));
         }
     }
@@ -163,35 +140,63 @@ fn weight_gradients_packed_several_micropanels_per_pass_match_f64_on_one_and_mor
         let want = product_f64(m, n, k, &gy_t, &x);
         for threads in [1, 2, 3] {
             let mut c = vec![f32::NAN; m * n];
-            let par = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
-            // SAFETY: every operand holds the elements its sizes and strides address: `gyᵀ` is
-            // m × k with row stride 1 and column stride m inside `gy`, `x` is k × n row-major, and
-            // `c` is m × n row-major.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    c.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    gy.as_ptr(),
-                    m as isize,
-                    1,
-                    x.as_ptr(),
-                    1,
-                    n as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    par,
-                );
-            }
+            // `gyᵀ` is m × k with row stride 1 and column stride m inside `gy`, `x` is k × n
+            // row-major, and `c` is m × n row-major.
+            crate_product(
+                (m, n, k),
+                (&mut c, 1, n as isize),
+                false,
+                (&gy, m as isize, 1),
+                (&x, 1, n as isize),
+                threads,
+            );
             assert_close(&c, &want, k, &format!("gyᵀ·x, {m}x{k}·{k}x{n} on {threads} threads"));
         }
+    }
+}
+
+/// `c = c·[read_dst] + a · b` by the crate on `threads` threads (one: no parallelism), for an
+/// `m × k` `a`, a `k × n` `b` and an `m × n` `c`, each given as (elements, column stride, row
+/// stride). Panics when an operand's strides address past its elements.
+fn crate_product(
+    (m, n, k): (usize, usize, usize),
+    (c, c_cs, c_rs): (&mut [f32], isize, isize),
+    read_dst: bool,
+    (a, a_cs, a_rs): (&[f32], isize, isize),
+    (b, b_cs, b_rs): (&[f32], isize, isize),
+    threads: usize,
+) {
+    let last = |rows: usize, cols: usize, rs: isize, cs: isize| {
+        assert!(rs >= 0 && cs >= 0, "negative strides");
+        (rows - 1) as isize * rs + (cols - 1) as isize * cs
+    };
+    assert!(last(m, n, c_rs, c_cs) < c.len() as isize, "c's strides pass its end");
+    assert!(last(m, k, a_rs, a_cs) < a.len() as isize && last(k, n, b_rs, b_cs) < b.len() as isize, "operand strides");
+    let par = if threads == 1 { gemm::Parallelism::None } else { gemm::Parallelism::Rayon(threads) };
+    // SAFETY: every operand holds the elements its sizes and non-negative strides address
+    // (asserted above), and `c` is an exclusive borrow distinct from `a` and `b`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            c_cs,
+            c_rs,
+            read_dst,
+            a.as_ptr(),
+            a_cs,
+            a_rs,
+            b.as_ptr(),
+            b_cs,
+            b_rs,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            par,
+        )
     }
 }
 
