@@ -8,8 +8,6 @@ use crate::autograd::Tensor;
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::fastmath;
 
-/// `1/√(2π)`, the standard normal density at 0.
-const INV_SQRT_2PI: f32 = 0.398_942_3;
 /// `√(2/π)`, the scale inside gelu's tanh form.
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 /// The cubic coefficient of gelu's tanh form.
@@ -111,7 +109,7 @@ impl UnaryRule for GeluErf {
     /// `Φ(x) + x φ(x)`.
     fn df_tensor(&self, x: &Tensor) -> Result<Tensor> {
         let cdf = x.scale(FRAC_1_SQRT_2).erf().add_scalar(1.0).scale(0.5);
-        let pdf = x.square().scale(-0.5).exp().scale(INV_SQRT_2PI);
+        let pdf = x.square().scale(-0.5).exp().scale(fastmath::INV_SQRT_2PI);
         cdf.add(&x.mul(&pdf)?)
     }
 }
