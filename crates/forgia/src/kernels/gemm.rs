@@ -29,6 +29,7 @@ impl MatRef<'_> {
 
 mod broadcast;
 mod split_k;
+mod swap;
 
 pub(crate) use broadcast::has_broadcast_operand;
 pub(crate) use split_k::{gemm_split_k, split_k_scratch};
@@ -135,6 +136,9 @@ fn gemm_on(
     }
     if !accumulate && broadcast::product(m, n, k, a, b, c, alpha) {
         return;
+    }
+    if !accumulate && swap::swaps(m, n, k, &a, &b) {
+        return swap::product((m, n, k), (a, b), c, alpha, threads);
     }
     crate_gemm((m, n, k), (a, b), c, accumulate, alpha, threads);
 }
