@@ -93,15 +93,18 @@ fn crate_product(
 }
 
 /// Weight gradients `gyᵀ · x`, `[m, k] · [k, n]`: W6's over its 2048 rows for the attention
-/// projections (128×128), the MLP (512×128, 128×512) and the head (65×128), and the main
-/// job's two convolutions over a batch of 64 (32×25 over 64·28·28 positions, 64×800 over
-/// 64·14·14); forgia's matmul on the transposed view against the crate's unsplit call.
+/// projections (128×128), the MLP (512×128, 128×512) and the head (65×128), the main job's
+/// two convolutions over a batch of 64 (32×25 over 64·28·28 positions, 64×800 over
+/// 64·14·14), and W7's two layers over its 4096 rows (1024×256, 256×1024); forgia's matmul on
+/// the transposed view (split along k, or computed as its transpose: `kernels::gemm`) against
+/// the crate's call as is.
 fn weight_gradients(c: &mut Criterion) {
     let threads = forgia::num_threads();
     let mut group = c.benchmark_group("weight_gradient");
     group.sample_size(20);
     let w6 = [(128, 128), (512, 128), (128, 512), (65, 128)].map(|(m, n)| (m, n, 2048));
-    for (m, n, k) in w6.into_iter().chain([(32, 25, 64 * 28 * 28), (64, 800, 64 * 14 * 14)]) {
+    let others = [(32, 25, 64 * 28 * 28), (64, 800, 64 * 14 * 14), (1024, 256, 4096), (256, 1024, 4096)];
+    for (m, n, k) in w6.into_iter().chain(others) {
         let mut rng = Rng::new(2);
         let gy = Tensor::randn(&[k, m], 0.0, 1.0, &mut rng).unwrap();
         let x = Tensor::randn(&[k, n], 0.0, 1.0, &mut rng).unwrap();
