@@ -1,8 +1,9 @@
 //! Branch-free f32 `exp`, `tanh`, `sigmoid` and `erf` that the compiler vectorizes inside the
 //! elementwise loops (libm's scalar calls do not vectorize and dominate activation-heavy steps).
 //! These are the library's one `exp` and one `erf`: every op and kernel that needs them calls
-//! these (`exp_nonpositive` is `exp`'s own steps for arguments at most 0, the same bits). Accuracy: `exp` within 3e-7 relative below 88 and 2e-6 up to `ln f32::MAX` (Cephes
-//! `expf` polynomial), `inf` above, 0 where the result would be subnormal (as the pool's
+//! these (`exp_nonpositive` is `exp`'s own steps for arguments at most 0, the same bits).
+//! Accuracy: `exp` within 3e-7 relative below 88 and 2e-6 up to `ln f32::MAX` (Cephes `expf`
+//! polynomial), `inf` above, 0 where the result would be subnormal (as the pool's
 //! flush-to-zero makes it anyway); `tanh` within 3e-7 absolute and 2e-6 relative; `erf` within
 //! 5e-7 absolute; the normal distribution's `Φ` within 2e-7 and `φ` within 1e-7 absolute
 //! (`normal_cdf_pdf`). NaN gives NaN. The tests below check all of it against f64.
