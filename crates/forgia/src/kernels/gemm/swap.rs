@@ -8,9 +8,10 @@
 //! than inputs (`[1024, 4096] · [4096, 256]`, W7's first layer) puts the 16 MiB `gyᵀ` in that
 //! pass; computing `t = xᵀ · gy` (the crate packs the 4 MiB `x` there) and transposing the
 //! 1 MiB `t` into `c` made that product 8% faster and W6's `[512, 2048] · [2048, 128]` 19%
-//! (`cargo bench -p forgia --bench gemm -- weight_gradient`), W7 and W12 about 1.3% (builds
-//! alternated; 2026-12-04, AMD EPYC, 2 threads; docs/BENCHMARKS.md). The other way round (a small `a`: W7's second
-//! layer) the swap was slower, and it is not taken.
+//! (`cargo bench -p forgia --bench gemm -- weight_gradient`); with the same day's `exp`
+//! change, W7 and W12 ran 0.986× and 0.987× their time before (builds alternated, their loops
+//! aligned alike; 2026-12-04, AMD EPYC, 2 threads; docs/BENCHMARKS.md). The other way round
+//! (a small `a`: W7's second layer) the swap was slower, and it is not taken.
 
 use super::{crate_gemm, MatRef};
 use crate::tensor::transpose::transpose;
