@@ -43,8 +43,8 @@ pub(crate) fn exp(x: f32) -> f32 {
 }
 
 /// [`exp`] of an argument known to be at most 0, with the same bits (NaN gives NaN): the same
-/// steps without the overflow handling, three vector instructions fewer in a loop (GELU's
-/// derivative takes about sixty per eight elements).
+/// steps without the overflow handling (the cap on `n` and the `inf` select), which GELU's
+/// derivative loop feels (`gelu_4m` forward + backward 3.73 → 3.63 ms, docs/BENCHMARKS.md).
 #[inline(always)]
 fn exp_nonpositive(x: f32) -> f32 {
     let c = x.clamp(EXP_MIN, 0.0);
