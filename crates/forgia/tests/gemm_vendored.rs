@@ -1,6 +1,6 @@
 //! The `gemm` crate runs every product through its shared layer, vendored with a patch of ours
-//! (vendor/README.md): a k block of 1024 instead of 512 where the L2 still holds three lhs
-//! micropanels of that depth, a prefetch of each destination tile before its k loop ends,
+//! (vendor/README.md): a k block of 2048 instead of 512 where the L2 still holds one lhs
+//! micropanel of that depth, a prefetch of each destination tile before its k loop ends,
 //! threads that take the jobs of a slower thread's share when their own is done, and operands
 //! packed several micropanels per pass over their rows. The block sizes keep the crate's own
 //! bounds on every cache shape, the shares cover every job once, and products deeper than one
@@ -21,19 +21,24 @@ fn level(kib: usize, associativity: usize) -> CacheInfo {
 }
 
 #[test]
-fn the_deep_k_block_is_taken_where_the_l2_holds_three_lhs_panels_and_the_crates_bounds_hold_everywhere() {
-    // (name, caches, whether a deep block fits): this machine's AMD EPYC (1 MiB L2), the Intel
-    // Xeon of earlier runs (2 MiB), and a 256 KiB L2, where a block of 1024 leaves room for
-    // less than one 64-row micropanel of any of these kernels (`mc` would round down to 0).
-    let machines = [
-        ("1 MiB L2", [level(32, 8), level(1024, 8), level(32 * 1024, 16)], true),
-        ("2 MiB L2", [level(48, 12), level(2048, 16), level(105 * 1024, 15)], true),
-        ("256 KiB L2", [level(32, 8), level(256, 4), level(8 * 1024, 16)], false),
-    ];
+fn the_deep_k_block_is_taken_where_the_l2_holds_one_lhs_panel_and_the_crates_bounds_hold_everywhere() {
     // (mr, nr, bytes per element): the f32 AVX-512 and AVX2 kernels, the f64 AVX-512 one.
-    let kernels = [(64, 6, 4), (24, 4, 4), (32, 6, 8)];
+    let kernels = [(64, 6, 4), (16, 6, 4), (32, 6, 8)];
+    // (name, caches, whether a deep block fits each kernel): the AMD EPYC with AVX-512 (1 MiB
+    // L2), the Intel Xeon of earlier runs (2 MiB), the AVX2-only AMD EPYC (512 KiB), and a
+    // 256 KiB L2. By the crate's own count (the lhs gets the ways the rhs micropanel leaves,
+    // less one) a block of 2048 leaves room for one 64-row f32 micropanel on 1 MiB (96 rows)
+    // but none on 512 KiB (48), and for one 16-row AVX2 micropanel even on 256 KiB (16 rows);
+    // 512 KiB and 256 KiB hold no 32-row f64 one (20 and 4 rows). Where none fits, `mc` would
+    // round down to 0.
+    let machines = [
+        ("1 MiB L2", [level(32, 8), level(1024, 8), level(32 * 1024, 16)], [true, true, true]),
+        ("2 MiB L2", [level(48, 12), level(2048, 16), level(105 * 1024, 15)], [true, true, true]),
+        ("512 KiB L2", [level(32, 8), level(512, 8), level(32 * 1024, 16)], [false, true, false]),
+        ("256 KiB L2", [level(32, 8), level(256, 4), level(8 * 1024, 16)], [false, true, false]),
+    ];
     for (name, info, deep_fits) in machines {
-        for (mr, nr, sizeof) in kernels {
+        for ((mr, nr, sizeof), deep_fits) in kernels.into_iter().zip(deep_fits) {
             for (m, n, k) in [(2048, 2048, 2048), (4096, 256, 4096), (300, 70, 1500), (1000, 1000, 700), (100, 100, 50)]
             {
                 let p = kernel_params_for(info, m, n, k, mr, nr, sizeof);
@@ -45,10 +50,16 @@ fn the_deep_k_block_is_taken_where_the_l2_holds_three_lhs_panels_and_the_crates_
                 // Blocks of equal depth: the last is at most one shorter than the others.
                 let blocks = k.div_ceil(p.kc);
                 assert!(p.kc * blocks >= k && p.kc * (blocks - 1) < k, "{what}: balanced k blocks");
+                let (deep, upstream) = (k.div_ceil(k.div_ceil(DEEP_KC)), k.div_ceil(k.div_ceil(512)));
                 match (k <= 512, deep_fits) {
                     (true, _) => assert_eq!(p.kc, k, "{what}: a product no deeper than 512 is one block"),
-                    (false, true) => assert_eq!(p.kc, k.div_ceil(k.div_ceil(DEEP_KC)), "{what}: deep blocks"),
-                    (false, false) => assert_eq!(p.kc, k.div_ceil(k.div_ceil(512)), "{what}: upstream's 512"),
+                    (false, true) => assert_eq!(p.kc, deep, "{what}: deep blocks"),
+                    // A block shallower than DEEP_KC (a product of depth 1500) may still leave
+                    // room for a micropanel where one of full depth does not.
+                    (false, false) if k < DEEP_KC => {
+                        assert!(p.kc == k || p.kc == upstream, "{what}: one block or 512s")
+                    }
+                    (false, false) => assert_eq!(p.kc, upstream, "{what}: upstream's 512"),
                 }
             }
         }
@@ -57,10 +68,10 @@ fn the_deep_k_block_is_taken_where_the_l2_holds_three_lhs_panels_and_the_crates_
 
 #[test]
 fn products_deeper_than_one_k_block_match_f64_with_full_and_edge_tiles() {
-    // Sizes past one or two deep blocks, with outputs too large for the split-K path
-    // (`kernels/gemm/split_k.rs`) so the crate's blocked loop runs them; 130 and 1030 leave
-    // partial 64 × 6 tiles on both edges.
-    for &(m, n, k) in &[(130, 1030, 2053), (330, 400, 1025), (256, 768, 1024)] {
+    // Three deep blocks, two, and one (more of 512 where the L2 takes no deep block), with
+    // outputs too large for the split-K path (`kernels/gemm/split_k.rs`) so the crate's
+    // blocked loop runs them; 130 and 1030 leave partial 64 × 6 tiles on both edges.
+    for &(m, n, k) in &[(130, 1030, 4103), (330, 400, 2049), (256, 768, 1024)] {
         let a = lcg(m * k, 11, 1.0);
         let b = lcg(k * n, 12, 1.0);
         let want = product_f64(m, n, k, &a, &b);
@@ -129,10 +140,10 @@ fn weight_gradients_packed_several_micropanels_per_pass_match_f64_on_one_and_mor
     // The crate computes the row-major product as its transpose, so it packs rows of `gy` as
     // its rhs (six-column micropanels: two groups of eight, a group of three and a partial
     // micropanel of four across m = 118) and rows of `x` as its lhs (16-row micropanels on the
-    // AVX2 kernel, ending in a partial one), over a k of three blocks. With n = 87 the crate
+    // AVX2 kernel, ending in a partial one), over a k of three deep blocks. With n = 87 the crate
     // packs the whole lhs up front; with n = 327 (more than two row blocks) each thread packs
     // the micropanels its jobs need, a run of them per call.
-    let (m, k) = (6 * 8 * 2 + 6 * 3 + 4, 2100);
+    let (m, k) = (6 * 8 * 2 + 6 * 3 + 4, 4100);
     for n in [16 * 5 + 7, 16 * 20 + 7] {
         let gy = lcg(k * m, 31, 1.0);
         let x = lcg(k * n, 32, 1.0);

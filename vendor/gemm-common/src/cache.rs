@@ -512,9 +512,11 @@ fn round_down(a: usize, b: usize) -> usize {
 }
 
 /// The depth of a k block when the L2 can afford it (forgia patch, see `kernel_params_for`).
-pub const DEEP_KC: usize = 1024;
-/// How many lhs micropanels the L2 must still hold at `DEEP_KC` for it to be chosen.
-pub const DEEP_KC_MIN_LHS_PANELS: usize = 3;
+pub const DEEP_KC: usize = 2048;
+/// How many lhs micropanels the L2 must still hold at `DEEP_KC` for it to be chosen: one, so
+/// that the AVX-512 f32 kernel's 64-row micropanel (512 KiB at this depth) qualifies on a
+/// 1 MiB L2.
+pub const DEEP_KC_MIN_LHS_PANELS: usize = 1;
 
 pub fn kernel_params(
     m: usize,
@@ -530,10 +532,11 @@ pub fn kernel_params(
 /// `kernel_params` for the given L1, L2 and L3 descriptions.
 ///
 /// forgia patch (vendor/README.md): upstream takes `kc` of at least 512; this takes
-/// `DEEP_KC` (1024) when the L2 still holds `DEEP_KC_MIN_LHS_PANELS` lhs micropanels of that
+/// `DEEP_KC` (2048) when the L2 still holds `DEEP_KC_MIN_LHS_PANELS` lhs micropanel of that
 /// depth, and 512 otherwise (small L2s, where a deeper block would leave `mc` below `mr`).
 /// Each microkernel call loads and stores its destination tile once per k block, from L3 or
-/// memory on large products, so a deeper block halves that traffic.
+/// memory on large products, so a deeper block cuts that traffic: a product of depth 2048
+/// writes its destination once instead of four times.
 pub fn kernel_params_for(
     info: [CacheInfo; 3],
     m: usize,
