@@ -123,16 +123,16 @@ pub(crate) fn serially<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 }
 
 thread_local! {
-    /// Set while the backward engine runs a record on this thread at a time when its pass
-    /// already has a task for every pool thread (see [`with_kernels_on_this_thread`]).
+    /// Set while a kernel's own parallel loop runs one of its pieces on this thread (see
+    /// [`with_kernels_on_this_thread`]).
     static KERNELS_ON_THIS_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Runs `f` with the kernels it calls kept on this thread (`keep`) or free to split over the
-/// pool (`!keep`, the default), restoring the previous setting afterwards. The backward engine
-/// keeps a record's kernels on its thread while the pass has independent tasks enough to
-/// fill the pool: splitting a GEMM then only hands work between threads that are busy
-/// anyway, and a thread waiting on its half may run another branch inside that wait.
+/// pool (`!keep`, the default), restoring the previous setting afterwards. A kernel that hands
+/// its pieces to the pool's threads itself (a convolution's samples, attention's chunks) keeps
+/// the products inside each piece on that thread; the backward engine runs every record with
+/// its kernels free, whatever the thread was doing when it took the record's drain.
 pub(crate) fn with_kernels_on_this_thread<R>(keep: bool, f: impl FnOnce() -> R) -> R {
     struct Restore(bool);
     impl Drop for Restore {

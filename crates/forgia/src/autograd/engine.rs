@@ -4,7 +4,7 @@
 //! branches — on the others. It never names an op.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -63,9 +63,6 @@ struct Pass {
     /// The inputs of a capturing pass ([`super::grad`]): their gradients go to the pass's own
     /// slots, no other gradient is written, and only nodes leading to them run their records.
     capture: Option<Capture>,
-    /// Drains of this pass running or queued on the pool (the caller's included): while there
-    /// are as many as pool threads, records keep their kernels on their own thread.
-    tasks: AtomicUsize,
     /// The pool's size.
     threads: usize,
 }
@@ -168,7 +165,6 @@ fn run_pass(
         failed: AtomicBool::new(false),
         leaves,
         capture,
-        tasks: AtomicUsize::new(0),
         threads: crate::parallel::num_threads(),
     };
     let mut ready: Vec<Ready> = Vec::new();
@@ -204,12 +200,9 @@ fn run_pass(
         let pass = &pass;
         crate::parallel::install(|| {
             rayon::in_place_scope(|scope| {
-                // Relaxed (both): a scheduling hint; the scope's join publishes everything.
-                pass.tasks.fetch_add(1, Ordering::Relaxed);
                 for start in ready {
                     drain(start, pass, Some(scope));
                 }
-                pass.tasks.fetch_sub(1, Ordering::Relaxed);
             })
         });
     } else if mode == Drain::Public && options.serial {
@@ -309,12 +302,9 @@ fn drain<'s>(start: Ready, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
         if pass.failed.load(Ordering::Acquire) {
             return;
         }
-        // On the pool, a record keeps its kernels on this thread while the pass has a task
-        // for every pool thread. Relaxed: a hint (a stale count only splits a kernel or not).
-        let keep = scope.map(|_| pass.tasks.load(Ordering::Relaxed) >= pass.threads);
         let before = local.len();
         // `fire` pushes the operands it readied onto `local`, in operand order.
-        if let Err(e) = fire(&node, handed, pass, keep, &mut local) {
+        if let Err(e) = fire(&node, handed, pass, scope.is_some(), &mut local) {
             pass.error.lock().get_or_insert(e);
             pass.failed.store(true, Ordering::Release);
             return;
@@ -334,12 +324,7 @@ fn drain<'s>(start: Ready, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
         }
         let keep = if local.is_empty() { heavy.pop() } else { None };
         for next in heavy {
-            // Relaxed (both): as above.
-            pass.tasks.fetch_add(1, Ordering::Relaxed);
-            scope.spawn(move |s| {
-                drain(next, pass, Some(s));
-                pass.tasks.fetch_sub(1, Ordering::Relaxed);
-            });
+            scope.spawn(move |s| drain(next, pass, Some(s)));
         }
         local.extend(keep);
     }
@@ -347,15 +332,11 @@ fn drain<'s>(start: Ready, pass: &'s Pass, scope: Option<&rayon::Scope<'s>>) {
 
 /// Runs one node's record with its complete gradient (`handed`, or the accumulator's), delivers
 /// the operand gradients and pushes the operands that became ready onto `ready`.
-/// `keep_kernels`: on the pool, whether the record's kernels stay on this thread (`None`: off
-/// the pool, leave the setting alone).
-fn fire(
-    node: &Arc<Node>,
-    handed: Option<Tensor>,
-    pass: &Pass,
-    keep_kernels: Option<bool>,
-    ready: &mut Vec<Ready>,
-) -> Result<()> {
+/// `on_pool`: the record runs with its kernels free to split over the pool, whatever the
+/// thread was doing when it took this drain (a thread waiting inside a kernel's own parallel
+/// loop, which keeps its kernels on the thread, may run a spawned drain in that wait); off the
+/// pool the setting is left alone.
+fn fire(node: &Arc<Node>, handed: Option<Tensor>, pass: &Pass, on_pool: bool, ready: &mut Vec<Ready>) -> Result<()> {
     let options = &pass.options;
     // Relaxed: only this thread touches the node while it runs.
     node.state.store(RUNNING, Ordering::Relaxed);
@@ -397,11 +378,10 @@ fn fire(
     let mut grads = Grads::new();
     if let Some(gy) = gy.as_ref().filter(|_| (0..n).any(|i| cx.needs_grad(i))) {
         let _mode = set_grad_enabled(options.create_graph);
-        match keep_kernels {
-            None => run_record(&*edge.record, &cx, gy, &mut grads)?,
-            Some(keep) => {
-                crate::parallel::with_kernels_on_this_thread(keep, || run_record(&*edge.record, &cx, gy, &mut grads))?
-            }
+        if on_pool {
+            crate::parallel::with_kernels_on_this_thread(false, || run_record(&*edge.record, &cx, gy, &mut grads))?
+        } else {
+            run_record(&*edge.record, &cx, gy, &mut grads)?
         }
         check(&*edge.record, &edge.parents, &mut grads, options.detect_anomaly)?;
     }
