@@ -10,7 +10,9 @@
 //! ([`im2col`], [`col2im`]) is in `conv/cols.rs`; its rows are padded to whole vectors where
 //! the pixel count is not a multiple of 8 ([`ConvGeom::ld`]), and the weight gradient of a
 //! unit-stride convolution unfolds its image pixel-major instead (`conv/rows.rs`), so that the
-//! `gemm` crate reads every large operand in place rather than copying it first.
+//! `gemm` crate reads every large operand in place rather than copying it first. Samples of
+//! fewer output pixels than one kernel tile share their forward and input-gradient products
+//! (`conv/group.rs`).
 //!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
 //! [`ConvGeom::parts`] workers run in parallel, each with its own column matrix. The forward
@@ -23,11 +25,12 @@ use rayon::prelude::*;
 mod bias;
 mod cols;
 mod direct;
+mod group;
 mod rows;
 
 use bias::add_channel_bias;
 pub(crate) use bias::channel_sum;
-use cols::{col2im, im2col};
+use cols::{col2im, im2col, zero_tails};
 
 use super::gemm::{gemm, MatRef};
 use super::split_len;
@@ -132,6 +135,21 @@ impl ConvGeom {
         }
         rows
     }
+    /// Samples per product of the forward and the input gradient for `parts` workers
+    /// (`conv/group.rs`): for a sample of fewer than [`GROUP_BELOW`] output pixels, enough
+    /// samples for [`GROUP_PIXELS`], at most a worker's share of the batch; else 1.
+    fn group(&self, parts: usize) -> usize {
+        let ohw = self.ohw();
+        if self.is_pointwise() || direct::applies(self) || self.banded() || ohw == 0 || ohw >= GROUP_BELOW {
+            return 1;
+        }
+        GROUP_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
+    }
+    /// The row stride of the column matrix of `count` samples side by side: their pixels in
+    /// whole 8-float vectors.
+    fn group_ld(&self, count: usize) -> usize {
+        count.saturating_mul(self.ohw()).next_multiple_of(8)
+    }
     /// True when the products run band by band ([`ConvGeom::band_rows`]).
     fn banded(&self) -> bool {
         self.band_rows() < self.oh
@@ -145,12 +163,17 @@ impl ConvGeom {
             self.cols_ld()
         }
     }
-    /// One sample's scratch: one band's column matrix `[C·kh·kw, ld]` (none for a pointwise
-    /// convolution) plus, for padded rows or bands, one group's `[O/groups, ld]` block; or the
-    /// direct kernel's padded plane, or the weight gradient's pixel-major unfold
-    /// (`conv/rows.rs`), where that is larger.
-    fn unfold_len(&self) -> usize {
-        let cols = if self.is_pointwise() {
+    /// One worker's scratch (of `parts`): one band's column matrix `[C·kh·kw, ld]` (none for
+    /// a pointwise convolution) plus, for padded rows or bands, one group's `[O/groups, ld]`
+    /// block, or the same for [`ConvGeom::group`] samples side by side; or the direct kernel's
+    /// padded plane, or the weight gradient's pixel-major unfold (`conv/rows.rs`), where that
+    /// is larger.
+    fn unfold_len(&self, parts: usize) -> usize {
+        let group = self.group(parts);
+        let cols = if group > 1 {
+            let ld = self.group_ld(group);
+            self.unfold_rows().saturating_add(self.og()).saturating_mul(ld)
+        } else if self.is_pointwise() {
             0
         } else {
             let ld = self.band_ld();
@@ -173,7 +196,7 @@ impl ConvGeom {
     /// first. Saturates, so an impossible size fails the caller's allocation.
     pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
         let partials = if weight { (parts - 1).saturating_mul(self.o * self.kg()) } else { 0 };
-        parts.saturating_mul(self.unfold_len()).saturating_add(partials)
+        parts.saturating_mul(self.unfold_len(parts)).saturating_add(partials)
     }
 }
 
@@ -181,6 +204,16 @@ impl ConvGeom {
 /// half the 1 MiB L2 of the cores this was tuned on, so the band, the weights and the band's
 /// outputs stay in the core's cache.
 const BAND_BYTES: usize = 512 << 10;
+
+/// Samples with fewer output pixels than this share products ([`ConvGeom::group`]): one tile
+/// of the AVX-512 kernel, which a sample alone fills only partly. Larger samples gained
+/// nothing from it (ResNet's 14×14 layers read 3–5% slower two samples a product: their
+/// column matrices, twice as large, leave the L2).
+const GROUP_BELOW: usize = 64;
+
+/// The pixels a product of several samples aims for ([`ConvGeom::group`]): three of the
+/// AVX-512 kernel's 64-pixel tiles.
+const GROUP_PIXELS: usize = 192;
 
 /// The bands of output rows of `g`: `0..r`, `r..2r`, … with `r` = [`ConvGeom::band_rows`].
 fn bands(g: &ConvGeom) -> impl Iterator<Item = std::ops::Range<usize>> {
@@ -213,7 +246,8 @@ fn per_sample<T: Send>(
     scratch: ConvScratch<'_>,
     f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
 ) {
-    let mut cols = split_len(scratch.buf, scratch.parts.max(1), g.unfold_len());
+    let parts = scratch.parts.max(1);
+    let mut cols = split_len(scratch.buf, parts, g.unfold_len(parts));
     super::for_each_with_scratch(items, &mut cols, f);
 }
 
@@ -230,6 +264,10 @@ pub(crate) fn forward(
     let (og, kg, ohw, il) = (g.og(), g.kg(), g.ohw(), g.image_len());
     if g.cols_len() == 0 {
         return; // no output channels or no output pixels: nothing to write
+    }
+    let group = g.group(scratch.parts);
+    if group > 1 {
+        return group::forward(g, x, w, bias, y, scratch, group);
     }
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     per_sample(g, &mut outs, scratch, |n, yn, cols| {
@@ -250,6 +288,7 @@ pub(crate) fn forward(
             for band in bands(g) {
                 let (first, px) = (band.start * g.ow, band.len() * g.ow);
                 im2col(g, xn, cols, ld, band);
+                zero_tails(cols, ld, px);
                 for grp in 0..g.groups {
                     let (a, b) = (packed(w, grp * og * kg, kg), packed(cols, grp * kg * ld, ld));
                     let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
@@ -284,6 +323,10 @@ pub(crate) fn backward_data(
     let (og, kg, ohw, cl) = (g.og(), g.kg(), g.ohw(), g.cols_len());
     if g.image_len() == 0 {
         return; // no input channels or no input pixels: nothing to write
+    }
+    let group = g.group(scratch.parts);
+    if group > 1 {
+        return group::backward_data(g, y, w, bias, x, scratch, group);
     }
     let mut outs: Vec<&mut [f32]> = x.chunks_mut(g.image_len()).collect();
     per_sample(g, &mut outs, scratch, |n, xn, cols| {
@@ -331,7 +374,7 @@ pub(crate) fn backward_data(
 /// slice order.
 pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
-    let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(), scratch.parts.max(1));
+    let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(scratch.parts.max(1)), scratch.parts.max(1));
     if gw.is_empty() {
         return; // no weights
     }

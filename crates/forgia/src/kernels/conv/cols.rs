@@ -44,8 +44,9 @@ fn zero_edges(rows: &mut [f32], ow: usize, lo: usize, hi: usize) {
 }
 
 /// Unfolds one image `[C, H, W]` into columns `[C*kh*kw, P]` for the `P = band.len()·OW`
-/// output pixels of the output rows `band`, with row stride `ld >= P` (zeros where padded,
-/// and in the `ld - P` floats that end each row). The whole matrix is the band `0..OH`.
+/// output pixels of the output rows `band`, with row stride `ld >= P` (zeros where padded).
+/// The whole matrix is the band `0..OH`. The `ld - P` floats after each row are left as
+/// they are ([`zero_tails`] zeroes them): they may hold the next sample's columns.
 pub(super) fn im2col(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band: Range<usize>) {
     super::super::simd::vectorized(
         #[inline(always)]
@@ -64,8 +65,7 @@ fn im2col_inner(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band: Rang
             let (r0, r1, shift_h) = row_range(g, ki);
             for kj in 0..g.k.1 {
                 let row_idx = (c * g.k.0 + ki) * g.k.1 + kj;
-                let (row, tail) = cols[row_idx * ld..(row_idx + 1) * ld].split_at_mut(ohw);
-                tail.fill(0.0);
+                let row = &mut cols[row_idx * ld..row_idx * ld + ohw];
                 let shift_w = (kj * g.dil.1) as isize - g.pad.1 as isize;
                 let (lo, hi) = valid_range(ow, g.stride.1, shift_w, g.w);
                 let (r0, r1) = (r0.clamp(a, b), r1.clamp(a, b));
@@ -112,6 +112,16 @@ fn im2col_inner(g: &ConvGeom, x: &[f32], cols: &mut [f32], ld: usize, band: Rang
                     }
                 }
             }
+        }
+    }
+}
+
+/// Zeroes the floats `p..ld` of every row of `cols` (row stride `ld`): the padding after the
+/// pixels of a column matrix, so that the products read zeros there.
+pub(super) fn zero_tails(cols: &mut [f32], ld: usize, p: usize) {
+    if p < ld {
+        for row in cols.chunks_exact_mut(ld) {
+            row[p..].fill(0.0);
         }
     }
 }

@@ -109,12 +109,18 @@ fn every_im2col_path_matches_the_definition_and_col2im_is_its_adjoint() {
         let mut cols = vec![f32::NAN; g.kg() * g.ohw()];
         im2col(g, &x, &mut cols, g.ohw(), 0..g.oh);
         assert_eq!(cols, naive_im2col(g, &x), "case {i}: {g:?}");
-        // With padded rows: the same rows, then zeros.
+        // With padded rows: the same rows, the floats after them untouched (they may hold the
+        // next sample's columns), then zeros once `zero_tails` has run.
         let ld = g.ohw() + 3;
         let mut wide = vec![f32::NAN; g.kg() * ld];
         im2col(g, &x, &mut wide, ld, 0..g.oh);
         for (r, row) in wide.chunks_exact(ld).enumerate() {
             assert_eq!(row[..g.ohw()], cols[r * g.ohw()..(r + 1) * g.ohw()], "case {i}: padded row {r}");
+            assert!(row[g.ohw()..].iter().all(|v| v.is_nan()), "case {i}: padded row {r}'s tail written");
+        }
+        zero_tails(&mut wide, ld, g.ohw());
+        for (r, row) in wide.chunks_exact(ld).enumerate() {
+            assert_eq!(row[..g.ohw()], cols[r * g.ohw()..(r + 1) * g.ohw()], "case {i}: zeroed row {r}");
             assert!(row[g.ohw()..].iter().all(|&v| v == 0.0), "case {i}: padded row {r}'s tail");
         }
         // <im2col(x), y> = <x, col2im(y)> with small integers: exact in any order.
@@ -267,6 +273,42 @@ fn products_band_by_band_match_the_definition() {
             assert_eq!(gw, want_gw, "case {i}, {parts} parts: weight gradient");
         }
     }
+}
+
+#[test]
+fn products_of_several_samples_match_the_definition() {
+    // Samples of fewer pixels than one kernel tile: ResNet's last stage (7x7, here with fewer
+    // channels), a strided one with groups and a bias, and a batch that leaves a short last
+    // group; each with one worker (every sample in as few products as the pixels ask) and two.
+    let cases = [
+        ConvGeom { n: 7, o: 5, ..geom(6, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1)) },
+        ConvGeom { n: 5, o: 4, groups: 2, ..geom(4, (9, 8), (3, 3), (2, 2), (1, 1), (1, 1)) },
+        ConvGeom { n: 7, o: 3, ..geom(2, (3, 5), (1, 3), (1, 1), (0, 1), (1, 1)) },
+    ];
+    let mut short = 0;
+    for (i, g) in cases.iter().enumerate() {
+        let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+        let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+        let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+        // The input gradient with a bias per input channel (conv_transpose2d's forward).
+        let cb: Vec<f32> = (0..g.c).map(|v| v as f32 - 1.0).collect();
+        let (gx_def, _) = naive_backward(g, &x, &w, &gy);
+        let want_gx: Vec<f32> = gx_def.iter().enumerate().map(|(j, v)| v + cb[j / (g.h * g.w) % g.c]).collect();
+        for parts in [1, 2] {
+            let group = g.group(parts);
+            assert!(group > 1, "case {i}, {parts} parts: {group} samples a product");
+            short += usize::from(g.n % group != 0);
+            let mut buf = vec![f32::NAN; g.scratch_len(parts, false)];
+            let mut y = vec![f32::NAN; g.n * g.cols_len()];
+            forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
+            assert_eq!(y, naive_forward(g, &x, &w, &b), "case {i}, {parts} parts: forward");
+            let mut gx = vec![f32::NAN; x.len()];
+            backward_data(g, &gy, &w, Some(&cb), &mut gx, ConvScratch { parts, buf: &mut buf });
+            assert_eq!(gx, want_gx, "case {i}, {parts} parts: data gradient");
+        }
+    }
+    assert!(short >= 3, "only {short} batches ended in a short group");
 }
 
 #[test]
