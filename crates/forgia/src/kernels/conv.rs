@@ -116,8 +116,8 @@ impl ConvGeom {
     /// Output rows per band: the products unfold a sample's image one band of output rows at
     /// a time when its whole column matrix is more than twice [`BAND_BYTES`] and the weights
     /// are the smaller operand (fewer output channels than a band has pixels), so a band's
-    /// columns stay in the core's cache between the unfold and the product (ResNet's 64-channel
-    /// 3×3 layers at 56×56 unfold 7 MB a sample). Else every output row (`OH`). The bands are
+    /// columns are still in cache when the product reads them (ResNet's 64-channel 3×3 layers
+    /// at 56×56 unfold 7 MB a sample). Else every output row (`OH`). The bands are
     /// of about equal size, at most [`BAND_BYTES`] each, and hold a whole number of 8-float
     /// vectors of pixels where the row width allows.
     pub(super) fn band_rows(&self) -> usize {
@@ -200,10 +200,13 @@ impl ConvGeom {
     }
 }
 
-/// The most bytes of column matrix one band of output rows unfolds ([`ConvGeom::band_rows`]):
-/// half the 1 MiB L2 of the cores this was tuned on, so the band, the weights and the band's
-/// outputs stay in the core's cache.
-const BAND_BYTES: usize = 512 << 10;
+/// The most bytes of column matrix one band of output rows unfolds ([`ConvGeom::band_rows`]),
+/// and half the most a sample unfolds whole. Twice the 1 MiB L2 of the AVX-512 EPYC it was
+/// measured on: a band then leaves the L2 for the L3 between its unfold and its product, but
+/// fewer, larger products (no 32-pixel edge tiles at 56² wide rows, 784 pixels a band instead
+/// of 224) and the 28² stride-2 layer unfolded whole ran faster than 512 KB bands
+/// (docs/BENCHMARKS.md, session twenty-four). The AVX2 EPYC (512 KiB L2) was not measured.
+const BAND_BYTES: usize = 2 << 20;
 
 /// Samples with fewer output pixels than this share products ([`ConvGeom::group`]): one tile
 /// of the AVX-512 kernel, which a sample alone fills only partly. Larger samples gained
