@@ -311,8 +311,9 @@ fn records_on_the_pool_may_split_their_kernels_over_it_while_other_branches_run(
     let threads = crate::parallel::num_threads();
     let x = Tensor::variable(vec![1.0, 2.0], &[2]).unwrap();
     // Eight heavy branches joined by a chain of adds: a task for every pool thread, and every
-    // record still free to split its kernels (a thread whose branch ends early takes halves
-    // of the others' kernels), even when the caller keeps its own kernels on its thread.
+    // record still free to split its kernels (a thread whose branch ends early takes work from
+    // the others' kernels). The caller keeps its own kernels on its thread, which a record
+    // must not inherit where the pass drains on the calling thread (a pool that adopted it).
     let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let mut loss = heavy(&x, &seen).sum_all();
     for _ in 1..8 {

@@ -163,13 +163,13 @@ impl ConvGeom {
             self.cols_ld()
         }
     }
-    /// One worker's scratch (of `parts`): one band's column matrix `[C·kh·kw, ld]` (none for
-    /// a pointwise convolution) plus, for padded rows or bands, one group's `[O/groups, ld]`
-    /// block, or the same for [`ConvGeom::group`] samples side by side; or the direct kernel's
-    /// padded plane, or the weight gradient's pixel-major unfold (`conv/rows.rs`), where that
-    /// is larger.
-    fn unfold_len(&self, parts: usize) -> usize {
-        let group = self.group(parts);
+    /// One worker's scratch (of `parts`; `weight` for the weight gradient, which takes its
+    /// samples one at a time): one band's column matrix `[C·kh·kw, ld]` (none for a pointwise
+    /// convolution) plus, for padded rows or bands, one group's `[O/groups, ld]` block, or the
+    /// same for [`ConvGeom::group`] samples side by side; or the direct kernel's padded plane,
+    /// or the weight gradient's pixel-major unfold (`conv/rows.rs`), where that is larger.
+    fn unfold_len(&self, parts: usize, weight: bool) -> usize {
+        let group = if weight { 1 } else { self.group(parts) };
         let cols = if group > 1 {
             let ld = self.group_ld(group);
             self.unfold_rows().saturating_add(self.og()).saturating_mul(ld)
@@ -196,7 +196,7 @@ impl ConvGeom {
     /// first. Saturates, so an impossible size fails the caller's allocation.
     pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
         let partials = if weight { (parts - 1).saturating_mul(self.o * self.kg()) } else { 0 };
-        parts.saturating_mul(self.unfold_len(parts)).saturating_add(partials)
+        parts.saturating_mul(self.unfold_len(parts, weight)).saturating_add(partials)
     }
 }
 
@@ -210,8 +210,8 @@ const BAND_BYTES: usize = 2 << 20;
 
 /// Samples with fewer output pixels than this share products ([`ConvGeom::group`]): one tile
 /// of the AVX-512 kernel, which a sample alone fills only partly. Larger samples gained
-/// nothing from it (ResNet's 14×14 layers read 3–5% slower two samples a product: their
-/// column matrices, twice as large, leave the L2).
+/// nothing from it (ResNet's 14×14 layers, 196 pixels, read 3–5% slower forward two samples a
+/// product).
 const GROUP_BELOW: usize = 64;
 
 /// The pixels a product of several samples aims for ([`ConvGeom::group`]): three of the
@@ -250,7 +250,7 @@ fn per_sample<T: Send>(
     f: impl Fn(usize, &mut T, &mut [f32]) + Sync,
 ) {
     let parts = scratch.parts.max(1);
-    let mut cols = split_len(scratch.buf, parts, g.unfold_len(parts));
+    let mut cols = split_len(scratch.buf, parts, g.unfold_len(parts, false));
     super::for_each_with_scratch(items, &mut cols, f);
 }
 
@@ -377,7 +377,7 @@ pub(crate) fn backward_data(
 /// slice order.
 pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
-    let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(scratch.parts.max(1)), scratch.parts.max(1));
+    let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(scratch.parts.max(1), true), scratch.parts.max(1));
     if gw.is_empty() {
         return; // no weights
     }

@@ -9,8 +9,9 @@
 //! sliver (its 7×7 convolutions ran 9% faster forward and 5% faster backward at batch 8 on
 //! two threads, docs/BENCHMARKS.md).
 
-use super::ConvScratch;
-use super::{add_channel_bias, col2im, gemm, im2col, packed, per_sample, transposed, zero_tails, ConvGeom};
+use super::{
+    add_channel_bias, col2im, gemm, im2col, packed, per_sample, transposed, zero_tails, ConvGeom, ConvScratch,
+};
 
 /// `y[n] = W · im2col(x[n]) (+ bias)` per group, `G` samples a product (`forward` of
 /// `kernels/conv.rs`, which calls this when [`ConvGeom::group`] is more than 1).

@@ -197,7 +197,9 @@ fn products_on_padded_rows_match_the_definition_and_each_other_s_adjoints() {
         let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
         let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
         for parts in [1, 2] {
-            let mut buf = vec![f32::NAN; g.scratch_len(parts, true)];
+            // One buffer for the three maps: the larger of their needs (the last case's 16-pixel
+            // samples share the forward's and the input gradient's products).
+            let mut buf = vec![f32::NAN; g.scratch_len(parts, true).max(g.scratch_len(parts, false))];
             let mut y = vec![f32::NAN; g.n * g.cols_len()];
             forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
             assert_eq!(y, naive_forward(g, &x, &w, &b), "case {i}, {parts} parts: forward");
@@ -261,7 +263,7 @@ fn products_band_by_band_match_the_definition() {
         let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
         let (want_gx, want_gw) = naive_backward(g, &x, &w, &gy);
         for parts in [1, 2] {
-            let mut buf = vec![f32::NAN; g.scratch_len(parts, true)];
+            let mut buf = vec![f32::NAN; g.scratch_len(parts, true).max(g.scratch_len(parts, false))];
             let mut y = vec![f32::NAN; g.n * g.cols_len()];
             forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
             assert_eq!(y, naive_forward(g, &x, &w, &b), "case {i}, {parts} parts: forward");
