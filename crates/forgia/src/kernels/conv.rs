@@ -98,7 +98,7 @@ impl ConvGeom {
     /// are (the main job's second-layer products ran 7–8% faster on the crate alone,
     /// `docs/BENCHMARKS.md`).
     fn ld(&self) -> usize {
-        self.ohw().next_multiple_of(8)
+        self.group_ld(1)
     }
     /// The row stride the products use: [`ConvGeom::ld`] where rows are padded, else `OH·OW`.
     fn cols_ld(&self) -> usize {
@@ -146,7 +146,7 @@ impl ConvGeom {
         GROUP_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
     }
     /// The row stride of the column matrix of `count` samples side by side: their pixels in
-    /// whole 8-float vectors.
+    /// whole 8-float vectors (for one sample, [`ConvGeom::ld`]).
     fn group_ld(&self, count: usize) -> usize {
         count.saturating_mul(self.ohw()).next_multiple_of(8)
     }
@@ -377,7 +377,8 @@ pub(crate) fn backward_data(
 /// slice order.
 pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
-    let (wlen, unfold, parts) = (g.o * kg, g.unfold_len(scratch.parts.max(1), true), scratch.parts.max(1));
+    let parts = scratch.parts.max(1);
+    let (wlen, unfold) = (g.o * kg, g.unfold_len(parts, true));
     if gw.is_empty() {
         return; // no weights
     }

@@ -78,8 +78,8 @@ pub(super) fn backward_data(
                     let src = &y[(first + s) * cl + (grp * og + oc) * ohw..][..ohw];
                     row[s * ohw..(s + 1) * ohw].copy_from_slice(src);
                 }
-                row[count * ohw..].fill(0.0);
             }
+            zero_tails(block, ld, count * ohw);
             let c = &mut cols[grp * kg * ld..(grp + 1) * kg * ld];
             gemm(kg, ld, og, transposed(w, grp * og * kg, kg), packed(block, 0, ld), c, false, 1.0);
         }
