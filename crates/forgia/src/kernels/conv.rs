@@ -423,21 +423,23 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     };
     let mut cols = split_len(cols, parts, unfold);
     if parts == 1 {
-        return partial(0, gw, &mut *cols[0]);
-    }
-    let mut outs: Vec<&mut [f32]> = std::iter::once(gw).chain(split_len(sums, parts - 1, wlen)).collect();
-    parallel::install(|| {
-        outs.par_iter_mut()
-            .zip(cols.par_iter_mut())
-            .enumerate()
-            .for_each(|(p, (gw, cols))| parallel::with_kernels_on_this_thread(true, || partial(p, gw, cols)))
-    });
-    let (out, rest) = outs.split_first_mut().expect("parts > 1");
-    for p in rest.iter() {
-        for (o, v) in out.iter_mut().zip(p.iter()) {
-            *o += v;
+        partial(0, gw, &mut *cols[0]);
+    } else {
+        let mut outs: Vec<&mut [f32]> = std::iter::once(&mut *gw).chain(split_len(sums, parts - 1, wlen)).collect();
+        parallel::install(|| {
+            outs.par_iter_mut()
+                .zip(cols.par_iter_mut())
+                .enumerate()
+                .for_each(|(p, (gw, cols))| parallel::with_kernels_on_this_thread(true, || partial(p, gw, cols)))
+        });
+        let (out, rest) = outs.split_first_mut().expect("parts > 1");
+        for p in rest.iter() {
+            for (o, v) in out.iter_mut().zip(p.iter()) {
+                *o += v;
+            }
         }
     }
+    rows::to_weight_order(g, gw, &mut *cols[0]);
 }
 
 #[cfg(test)]

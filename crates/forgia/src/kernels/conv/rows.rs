@@ -7,14 +7,22 @@
 //! once by im2col and once by the crate. Unfolded pixel-major, the same matrix is read where it
 //! is (the product ran 13% faster on the main job's second layer, `docs/BENCHMARKS.md`).
 //!
-//! For unit dilation (any stride), each `(channel, kernel row)` of a pixel's row is a run of
-//! `kw` consecutive floats of a zero-padded copy of the image, so a row is written as whole
-//! 8-float copies (each one's extra floats overwritten by the next copy, the last one's falling into
-//! the row's padding).
+//! A row orders its taps one of two ways ([`Order`]). Tap-major, from a channel-last copy of
+//! the zero-padded image, each kernel row of a pixel is one run of `kw·C` consecutive floats,
+//! copied whole; the product's result is then in tap-major order too and is permuted into the
+//! weight's ([`to_weight_order`]), once per call. Channel-major (the weight's own order), each
+//! `(channel, kernel row)` is a run of `kw` floats of the padded image, written as whole
+//! 8-float copies (each one's extra floats overwritten by the next copy, the last one's
+//! falling into the row's padding): three useful floats a copy for a 3×3 kernel, which made
+//! the unfold a tenth of the weight gradient's time at ResNet's 56×56 layers. Channel-major
+//! is kept where the permutation would cost about what it saves (few pixels in the batch per
+//! output channel: ResNet's 14×14 and 7×7 layers) and for grouped convolutions (a group's
+//! taps would not be one run).
 
 use std::ops::Range;
 
 use super::ConvGeom;
+use crate::tensor::transpose::transpose;
 
 /// Floats one 8-float copy moves.
 const RUN: usize = 8;
@@ -27,9 +35,44 @@ pub(super) fn applies(g: &ConvGeom) -> bool {
     g.dil == (1, 1) && (1..=RUN).contains(&g.k.1) && g.k.0 > 0 && g.c > 0 && g.oh * g.ow > 0
 }
 
-/// The row stride: `C·kh·kw` plus room for the last copy's extra floats, in whole vectors.
+/// The batch's output pixels per output channel from which the tap-major order is taken
+/// ([`order`]): its unfold copies whole runs of `kw·C` floats, about `C·kh·kw` floats per
+/// pixel of the batch, and its permutation moves `C·kh·kw` floats per output channel, one at a
+/// time. At 4, ResNet's 28×28 → 14×14 layer (6 pixels per channel at batch 8) ran its weight
+/// gradient 0.3 ms slower than channel-major, its 14×14 layers level; the 56×56 and 28×28
+/// layers (49 and more) about 0.5–1 ms faster.
+const TAP_MAJOR_PIXELS_PER_CHANNEL: usize = 16;
+
+/// The order of the taps in a pixel's row (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Order {
+    /// Tap `(c, ki, kj)` at `(c·kh + ki)·kw + kj`: the weight's own order.
+    ChannelMajor,
+    /// Tap `(c, ki, kj)` at `(ki·kw + kj)·C + c`, for a convolution without groups.
+    TapMajor,
+}
+
+/// The order the rows of `g` take: tap-major without groups where the batch has at least
+/// [`TAP_MAJOR_PIXELS_PER_CHANNEL`] output pixels per output channel, or the kernel is one
+/// tap (both orders are then the same), else channel-major.
+pub(super) fn order(g: &ConvGeom) -> Order {
+    let pixels = g.n.saturating_mul(g.oh * g.ow);
+    let taps = g.k.0 * g.k.1;
+    if g.groups == 1 && (taps == 1 || pixels >= TAP_MAJOR_PIXELS_PER_CHANNEL.saturating_mul(g.o)) {
+        Order::TapMajor
+    } else {
+        Order::ChannelMajor
+    }
+}
+
+/// The row stride: `C·kh·kw` in whole vectors, plus, channel-major, room for the last
+/// copy's extra floats.
 pub(super) fn ld(g: &ConvGeom) -> usize {
-    (g.c * g.k.0 * g.k.1 + RUN - g.k.1).next_multiple_of(RUN)
+    let taps = g.c * g.k.0 * g.k.1;
+    match order(g) {
+        Order::TapMajor => taps.next_multiple_of(RUN),
+        Order::ChannelMajor => (taps + RUN - g.k.1).next_multiple_of(RUN),
+    }
 }
 
 /// Columns of the padded image: the padding on both sides, and room for an 8-float copy from
@@ -43,14 +86,15 @@ fn padded_h(g: &ConvGeom) -> usize {
     (g.oh - 1) * g.stride.0 + g.k.0
 }
 
-/// Floats of scratch one sample needs: its rows and its padded image (0 where the path does
-/// not apply).
+/// Floats of scratch one sample needs: its rows, its padded image and, tap-major, the
+/// image's channel-last copy before padding (0 where the path does not apply).
 pub(super) fn scratch_len(g: &ConvGeom) -> usize {
     if !applies(g) {
         return 0;
     }
     let image = g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g));
-    band_len(g).saturating_add(image)
+    let unpadded = if order(g) == Order::TapMajor { g.c.saturating_mul(g.h).saturating_mul(g.w) } else { 0 };
+    band_len(g).saturating_add(image).saturating_add(unpadded)
 }
 
 /// Floats of one band's rows (`ConvGeom::band_rows` output rows of `OW` pixels, `ld` each).
@@ -59,18 +103,31 @@ pub(super) fn band_len(g: &ConvGeom) -> usize {
 }
 
 /// Copies one image `x [C, H, W]` into `xp` (the rest of [`scratch_len`] after the rows) with
-/// the zero padding [`unfold`] reads, and returns that padded image.
+/// the zero padding [`unfold`] reads, and returns that padded image: `[C, ph, pw]`
+/// channel-major, `[ph, pw, C]` tap-major (through a channel-last copy of the image after
+/// the padded one in `xp`).
 pub(super) fn pad<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
-    let (ph, pw) = (padded_h(g), padded_w(g));
-    let xp = &mut xp[..g.c * ph * pw];
+    let (ph, pw, hw) = (padded_h(g), padded_w(g), g.h * g.w);
+    let (xp, rest) = xp.split_at_mut(g.c * ph * pw);
     xp.fill(0.0);
-    for (c, plane) in xp.chunks_exact_mut(ph * pw).enumerate() {
-        for ir in 0..g.h {
-            let r = ir + g.pad.0;
-            if r < ph {
-                let cols = g.w.min(pw - g.pad.1);
-                let src = &x[(c * g.h + ir) * g.w..][..cols];
-                plane[r * pw + g.pad.1..][..cols].copy_from_slice(src);
+    // Image rows that some output reads: the first `ph - pad` (all of them, unless a stride
+    // leaves the last rows unread).
+    let rows = g.h.min(ph.saturating_sub(g.pad.0));
+    match order(g) {
+        Order::ChannelMajor => {
+            for (c, plane) in xp.chunks_exact_mut(ph * pw).enumerate() {
+                for ir in 0..rows {
+                    let src = &x[(c * g.h + ir) * g.w..][..g.w];
+                    plane[(ir + g.pad.0) * pw + g.pad.1..][..g.w].copy_from_slice(src);
+                }
+            }
+        }
+        Order::TapMajor => {
+            let last = &mut rest[..g.c * hw];
+            transpose(x, g.c, hw, hw, last);
+            let run = g.w * g.c;
+            for ir in 0..rows {
+                xp[((ir + g.pad.0) * pw + g.pad.1) * g.c..][..run].copy_from_slice(&last[ir * run..][..run]);
             }
         }
     }
@@ -78,10 +135,31 @@ pub(super) fn pad<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
 }
 
 /// Unfolds the output rows `band` of the padded image `xp` ([`pad`]) into `rows [P, ld]`
-/// (`P = band.len()·OW` pixels), row `p` holding tap `(c, ki, kj)` of the band's pixel `p` at
-/// `(c·kh + ki)·kw + kj` (zeros where padded; the floats after `C·kh·kw` are left
-/// unspecified).
+/// (`P = band.len()·OW` pixels), row `p` holding the taps of the band's pixel `p` in the
+/// [`order`] of `g` (zeros where padded; the floats after `C·kh·kw` are left unspecified).
 pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
+    assert!(band.end <= g.oh, "unfold: band past the output");
+    match order(g) {
+        Order::ChannelMajor => unfold_channel_major(g, xp, rows, band),
+        Order::TapMajor => unfold_tap_major(g, xp, rows, band),
+    }
+}
+
+/// [`unfold`] tap-major: a pixel's kernel row `ki` is the `kw·C` floats of the channel-last
+/// padded image from its first tap on.
+fn unfold_tap_major(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
+    let (pw, run, (sh, sw)) = (padded_w(g), g.k.1 * g.c, g.stride);
+    let first = band.start * g.ow;
+    for (i, row) in rows.chunks_exact_mut(ld(g)).take(band.len() * g.ow).enumerate() {
+        let (oh, ow) = ((first + i) / g.ow, (first + i) % g.ow);
+        for (ki, dst) in row.chunks_exact_mut(run).take(g.k.0).enumerate() {
+            dst.copy_from_slice(&xp[((oh * sh + ki) * pw + ow * sw) * g.c..][..run]);
+        }
+    }
+}
+
+/// [`unfold`] channel-major, in 8-float copies.
+fn unfold_channel_major(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
     let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
     let xp = &xp[..g.c * ph * pw];
     // Every copy below reads inside `xp`: the last one of the last pixel starts at
@@ -90,7 +168,6 @@ pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usi
     // its row: the last starts at (C·kh - 1)·kw and ends RUN floats later, at most `ld`.
     let (sh, sw) = g.stride;
     assert!((g.oh - 1) * sh + g.k.0 == ph && (g.ow - 1) * sw + RUN <= pw && (g.c * g.k.0 - 1) * kw + RUN <= ld);
-    assert!(band.end <= g.oh, "unfold: band past the output");
     let first = band.start * g.ow;
     for (i, row) in rows.chunks_exact_mut(ld).take(band.len() * g.ow).enumerate() {
         let p = first + i;
@@ -106,6 +183,21 @@ pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usi
                 at += kw;
             }
         }
+    }
+}
+
+/// Permutes the weight gradient `gw [O, C·kh·kw]` of a product on tap-major rows into the
+/// weight's order (each output channel's `[kh·kw, C]` transposed, through `tmp`); nothing
+/// to do for channel-major rows or a one-tap kernel.
+pub(super) fn to_weight_order(g: &ConvGeom, gw: &mut [f32], tmp: &mut [f32]) {
+    let (taps, kg) = (g.k.0 * g.k.1, g.kg());
+    if !applies(g) || order(g) != Order::TapMajor || taps == 1 {
+        return;
+    }
+    let tmp = &mut tmp[..kg];
+    for row in gw.chunks_exact_mut(kg) {
+        transpose(row, taps, g.c, g.c, tmp);
+        row.copy_from_slice(tmp);
     }
 }
 
@@ -128,12 +220,19 @@ mod tests {
             geom(3, (16, 16), (7, 7), (2, 2), (3, 3), (1, 1)),
             geom(2, (9, 8), (3, 3), (2, 3), (1, 1), (1, 1)),
         ];
-        for (i, g) in geoms.iter().enumerate() {
-            assert!(applies(g), "geometry {i}");
+        // Each geometry in both orders: a batch of 16 for one output channel is tap-major, one
+        // sample for as many output channels as pixels channel-major (unless the kernel is one
+        // tap, where the two orders agree).
+        for (i, g) in
+            geoms.iter().flat_map(|g| [ConvGeom { n: 16, ..*g }, ConvGeom { o: g.oh * g.ow, ..*g }]).enumerate()
+        {
+            assert!(applies(&g), "geometry {i}");
+            let tap_major = order(&g) == Order::TapMajor;
+            assert_eq!(tap_major, i % 2 == 0 || g.k == (1, 1), "geometry {i}");
             let x: Vec<f32> = (0..g.c * g.h * g.w).map(|v| v as f32 + 1.0).collect();
-            let mut buf = vec![f32::NAN; scratch_len(g)];
-            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(g));
-            unfold(g, pad(g, &x, xp), rows, 0..g.oh);
+            let mut buf = vec![f32::NAN; scratch_len(&g)];
+            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(&g));
+            unfold(&g, pad(&g, &x, xp), rows, 0..g.oh);
             for p in 0..g.oh * g.ow {
                 let (oh, ow) = (p / g.ow, p % g.ow);
                 for (c, ki, kj) in
@@ -143,10 +242,29 @@ mod tests {
                     let iw = (ow * g.stride.1 + kj) as isize - g.pad.1 as isize;
                     let inside = (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
                     let want = if inside { x[(c * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
-                    let got = rows[p * ld(g) + (c * g.k.0 + ki) * g.k.1 + kj];
-                    assert_eq!(got, want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
+                    let at = if tap_major { (ki * g.k.1 + kj) * g.c + c } else { (c * g.k.0 + ki) * g.k.1 + kj };
+                    assert_eq!(rows[p * ld(&g) + at], want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_tap_major_weight_gradient_is_put_in_the_weight_s_order() {
+        let g = ConvGeom { o: 2, ..geom(3, (6, 5), (2, 3), (1, 1), (1, 1), (1, 1)) };
+        assert_eq!(order(&g), Order::TapMajor);
+        let (taps, kg) = (g.k.0 * g.k.1, g.kg());
+        // Output channel o's tap t of channel c holds 100·o + 10·c + t, tap-major.
+        let value = |o: usize, c: usize, t: usize| (100 * o + 10 * c + t) as f32;
+        let mut gw: Vec<f32> = (0..g.o * kg).map(|i| value(i / kg, i % g.c, i % kg / g.c)).collect();
+        let mut tmp = vec![f32::NAN; kg];
+        to_weight_order(&g, &mut gw, &mut tmp);
+        let want: Vec<f32> = (0..g.o * kg).map(|i| value(i / kg, i % kg / taps, i % taps)).collect();
+        assert_eq!(gw, want);
+        // Channel-major rows are already in the weight's order.
+        let g = ConvGeom { o: g.oh * g.ow, ..g };
+        let mut gw: Vec<f32> = (0..g.o * kg).map(|i| i as f32).collect();
+        to_weight_order(&g, &mut gw, &mut tmp);
+        assert!(gw.iter().enumerate().all(|(i, &v)| v == i as f32));
     }
 }
