@@ -27,6 +27,7 @@ mod cols;
 mod direct;
 mod group;
 mod rows;
+mod stacked;
 
 use bias::add_channel_bias;
 pub(crate) use bias::channel_sum;
@@ -150,6 +151,19 @@ impl ConvGeom {
     fn group_ld(&self, count: usize) -> usize {
         count.saturating_mul(self.ohw()).next_multiple_of(8)
     }
+    /// Samples per product of the weight gradient for `parts` slices: like
+    /// [`ConvGeom::group`], for samples of fewer than [`GROUP_BELOW`] output pixels unfolded
+    /// pixel-major (`conv/rows.rs`), at most a slice's share of the batch; else 1. A product
+    /// of one such sample has an inner size of its few pixels, and reads and writes the whole
+    /// weight gradient for it (ResNet's 7×7 layers: 49 pixels a sample against a 9 MB
+    /// `[512, 4608]` gradient).
+    fn weight_stack(&self, parts: usize) -> usize {
+        let ohw = self.ohw();
+        if !rows::applies(self) || self.banded() || ohw == 0 || ohw >= GROUP_BELOW {
+            return 1;
+        }
+        GROUP_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
+    }
     /// True when the products run band by band ([`ConvGeom::band_rows`]).
     fn banded(&self) -> bool {
         self.band_rows() < self.oh
@@ -163,11 +177,12 @@ impl ConvGeom {
             self.cols_ld()
         }
     }
-    /// One worker's scratch (of `parts`; `weight` for the weight gradient, which takes its
-    /// samples one at a time): one band's column matrix `[C·kh·kw, ld]` (none for a pointwise
-    /// convolution) plus, for padded rows or bands, one group's `[O/groups, ld]` block, or the
-    /// same for [`ConvGeom::group`] samples side by side; or the direct kernel's padded plane,
-    /// or the weight gradient's pixel-major unfold (`conv/rows.rs`), where that is larger.
+    /// One worker's scratch (of `parts`; `weight` for the weight gradient): one band's column
+    /// matrix `[C·kh·kw, ld]` (none for a pointwise convolution) plus, for padded rows or
+    /// bands, one group's `[O/groups, ld]` block, or the same for [`ConvGeom::group`] samples
+    /// side by side; or the direct kernel's padded plane, or the weight gradient's pixel-major
+    /// unfold (`conv/rows.rs`) with, for [`ConvGeom::weight_stack`] samples, their output
+    /// gradients side by side `[O, S·OH·OW]`, where that is larger.
     fn unfold_len(&self, parts: usize, weight: bool) -> usize {
         let group = if weight { 1 } else { self.group(parts) };
         let cols = if group > 1 {
@@ -180,7 +195,9 @@ impl ConvGeom {
             let block = if self.padded() || self.banded() { self.og().saturating_mul(ld) } else { 0 };
             self.unfold_rows().saturating_mul(ld).saturating_add(block)
         };
-        cols.max(direct::scratch_len(self)).max(rows::scratch_len(self))
+        let stack = if weight { self.weight_stack(parts) } else { 1 };
+        let gy = if stack > 1 { self.o.saturating_mul(stack * self.ohw()) } else { 0 };
+        cols.max(direct::scratch_len(self)).max(rows::scratch_len(self, stack).saturating_add(gy))
     }
     /// The batch slices a call runs in parallel: one per worker thread for a big
     /// convolution, else 1.
@@ -385,8 +402,13 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     let per = g.n.div_ceil(parts);
     let (cols, sums) = scratch.buf.split_at_mut(parts * unfold);
     sums.fill(0.0); // a slice with no samples adds nothing
+    let stack = g.weight_stack(parts);
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
-        for n in p * per..((p + 1) * per).min(g.n) {
+        let samples = p * per..((p + 1) * per).min(g.n);
+        if stack > 1 {
+            return stacked::partial(g, x, y, gw, cols, samples, stack);
+        }
+        for n in samples {
             let (xn, yn) = (&x[n * il..(n + 1) * il], &y[n * cl..(n + 1) * cl]);
             if g.is_pointwise() {
                 for grp in 0..g.groups {

@@ -86,15 +86,16 @@ fn padded_h(g: &ConvGeom) -> usize {
     (g.oh - 1) * g.stride.0 + g.k.0
 }
 
-/// Floats of scratch one sample needs: its rows, its padded image and, tap-major, the
-/// image's channel-last copy before padding (0 where the path does not apply).
-pub(super) fn scratch_len(g: &ConvGeom) -> usize {
+/// Floats of scratch for the rows of `stack` samples' bands side by side (one sample's band
+/// where `stack` is 1), their padded image and, tap-major, the image's channel-last copy
+/// before padding (0 where the path does not apply).
+pub(super) fn scratch_len(g: &ConvGeom, stack: usize) -> usize {
     if !applies(g) {
         return 0;
     }
     let image = g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g));
     let unpadded = if order(g) == Order::TapMajor { g.c.saturating_mul(g.h).saturating_mul(g.w) } else { 0 };
-    band_len(g).saturating_add(image).saturating_add(unpadded)
+    band_len(g).saturating_mul(stack).saturating_add(image).saturating_add(unpadded)
 }
 
 /// Floats of one band's rows (`ConvGeom::band_rows` output rows of `OW` pixels, `ld` each).
@@ -230,7 +231,7 @@ mod tests {
             let tap_major = order(&g) == Order::TapMajor;
             assert_eq!(tap_major, i % 2 == 0 || g.k == (1, 1), "geometry {i}");
             let x: Vec<f32> = (0..g.c * g.h * g.w).map(|v| v as f32 + 1.0).collect();
-            let mut buf = vec![f32::NAN; scratch_len(&g)];
+            let mut buf = vec![f32::NAN; scratch_len(&g, 1)];
             let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(&g));
             unfold(&g, pad(&g, &x, xp), rows, 0..g.oh);
             for p in 0..g.oh * g.ow {

@@ -352,17 +352,21 @@ fn splitting_the_batch_changes_no_sample_and_the_weight_gradient_sums_every_slic
 }
 
 #[test]
-fn the_weight_gradient_matches_the_definition_with_taps_in_either_order() {
-    // ResNet's 3x3 (padded, stride 1), a strided one with rows left over, a strided 1x1 and a
-    // stem-like 7x7: each with a batch of many pixels per output channel (tap-major rows) and
-    // with more output channels than that (channel-major), on one worker and on two.
+fn the_weight_gradient_matches_the_definition_with_taps_in_either_order_and_samples_stacked() {
+    // ResNet's 3x3 (padded, stride 1) at 9x9 (81 pixels a sample: one sample a product) and
+    // 6x6 (36: several samples a product, as ResNet's 7x7 layers), a strided one with rows
+    // left over, a strided 1x1 and a stem-like 7x7: each with a batch of many pixels per
+    // output channel (tap-major rows) and with more output channels than that
+    // (channel-major), on one worker and on two (three samples for two slices: a short last
+    // stack).
     let shapes = [
+        geom(3, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1)),
         geom(5, (6, 6), (3, 3), (1, 1), (1, 1), (1, 1)),
         geom(3, (9, 8), (3, 3), (2, 2), (1, 1), (1, 1)),
         geom(4, (8, 6), (1, 1), (2, 2), (0, 0), (1, 1)),
         geom(2, (13, 12), (7, 7), (2, 2), (3, 3), (1, 1)),
     ];
-    let cases = shapes.iter().flat_map(|g| [ConvGeom { n: 4, o: 3, ..*g }, ConvGeom { n: 2, o: 4 * g.ohw(), ..*g }]);
+    let cases = shapes.iter().flat_map(|g| [ConvGeom { n: 5, o: 3, ..*g }, ConvGeom { n: 3, o: 6 * g.ohw(), ..*g }]);
     for (i, g) in cases.enumerate() {
         let want = if i % 2 == 0 || g.k == (1, 1) { rows::Order::TapMajor } else { rows::Order::ChannelMajor };
         assert_eq!(rows::order(&g), want, "case {i}");
@@ -371,6 +375,12 @@ fn the_weight_gradient_matches_the_definition_with_taps_in_either_order() {
         let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
         let (_, want_gw) = naive_backward(&g, &x, &w, &gy);
         for parts in [1, 2] {
+            assert_eq!(
+                g.weight_stack(parts) > 1,
+                i >= 2,
+                "case {i}, {parts} parts: {} samples a product",
+                g.weight_stack(parts)
+            );
             let mut buf = vec![f32::NAN; g.scratch_len(parts, true)];
             let mut gw = vec![0.0; w.len()];
             backward_weight(&g, &x, &gy, &mut gw, ConvScratch { parts, buf: &mut buf });
