@@ -9,10 +9,10 @@
 //! (an im2col of `kh·kw` rows makes a GEMM with an inner size of 25). The column matrix
 //! ([`im2col`], [`col2im`]) is in `conv/cols.rs`; its rows are padded to whole vectors where
 //! the pixel count is not a multiple of 8 ([`ConvGeom::ld`]), and the weight gradient of a
-//! unit-stride convolution unfolds its image pixel-major instead (`conv/rows.rs`), so that the
-//! `gemm` crate reads every large operand in place rather than copying it first. Samples of
-//! fewer output pixels than one kernel tile share their forward and input-gradient products
-//! (`conv/group.rs`).
+//! convolution with unit dilation unfolds its image pixel-major instead (`conv/rows.rs`), so
+//! that the `gemm` crate reads every large operand in place rather than copying it first.
+//! Samples of fewer output pixels than one kernel tile share their forward and input-gradient
+//! products (`conv/group.rs`) and their weight-gradient products (`conv/stacked.rs`).
 //!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
 //! [`ConvGeom::parts`] workers run in parallel, each with its own column matrix. The forward
@@ -391,7 +391,8 @@ pub(crate) fn backward_data(
 /// The weight gradient `gw = Σ_n y[n] · im2col(x[n])ᵀ` per group, `[O, C/groups, kh, kw]`,
 /// into the zeroed `gw`. The batch is split into `scratch.parts` slices, each accumulating its
 /// own partial sum (the first into `gw`, the others into the zeroed scratch), then added in
-/// slice order.
+/// slice order, and the sum put in the weight's order where the rows were tap-major
+/// (`conv/rows.rs`).
 pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
     let parts = scratch.parts.max(1);

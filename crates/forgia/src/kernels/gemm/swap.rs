@@ -33,7 +33,9 @@ pub(crate) fn swaps(m: usize, n: usize, k: usize, a: &MatRef<'_>, b: &MatRef<'_>
 }
 
 /// `c = alpha · a · b` (the old `c` ignored) as `t = alpha · bᵀ · aᵀ` into scratch, then `t`
-/// transposed into the packed row-major `m × n` `c`.
+/// transposed into the packed row-major `m × n` `c`; the direct product where the scratch
+/// (as large as `c`) cannot be allocated, which is slower but needs none: a failed allocation
+/// here must not abort a product the caller could hold the result of.
 pub(crate) fn product(
     (m, n, k): (usize, usize, usize),
     (a, b): (MatRef<'_>, MatRef<'_>),
@@ -41,9 +43,31 @@ pub(crate) fn product(
     alpha: f32,
     threads: usize,
 ) {
+    product_with((m, n, k), (a, b), c, alpha, threads, scratch(n * m));
+}
+
+/// `len` floats of scratch, or `None` where they cannot be allocated.
+fn scratch(len: usize) -> Option<Vec<f32>> {
+    let mut t = Vec::new();
+    t.try_reserve_exact(len).ok()?;
+    t.resize(len, 0.0);
+    Some(t)
+}
+
+/// [`product`] with the scratch `t` it allocated (`None`: the direct product).
+fn product_with(
+    (m, n, k): (usize, usize, usize),
+    (a, b): (MatRef<'_>, MatRef<'_>),
+    c: &mut [f32],
+    alpha: f32,
+    threads: usize,
+    t: Option<Vec<f32>>,
+) {
+    let Some(mut t) = t else {
+        return crate_gemm((m, n, k), (a, b), c, false, alpha, threads);
+    };
     let at = MatRef { row_stride: a.col_stride, col_stride: a.row_stride, ..a };
     let bt = MatRef { row_stride: b.col_stride, col_stride: b.row_stride, ..b };
-    let mut t = vec![0.0; n * m];
     crate_gemm((n, m, k), (bt, at), &mut t, false, alpha, threads);
     transpose(&t, n, m, m, &mut c[..m * n]);
 }
@@ -84,6 +108,12 @@ mod tests {
     }
 
     #[test]
+    fn scratch_that_cannot_be_allocated_is_none_not_an_abort() {
+        assert!(scratch(usize::MAX / 2).is_none());
+        assert_eq!(scratch(3), Some(vec![0.0; 3]));
+    }
+
+    #[test]
     fn the_transposed_computation_gives_the_direct_product_on_one_and_two_threads() {
         // Edge tiles in every dimension, padded and offset operands, and alpha ≠ 1.
         for &(m, n, k, pad, offset, alpha) in &[(1024, 256, 256, 0, 0, 1.0), (1030, 300, 263, 5, 3, 0.5)] {
@@ -103,6 +133,10 @@ mod tests {
                 let mut c = vec![f32::NAN; m * n];
                 product((m, n, k), (a, b), &mut c, alpha, threads);
                 assert_eq!(c, want, "{m}x{n}x{k} on {threads} threads");
+                // Without room for the scratch: the direct product.
+                let mut c = vec![f32::NAN; m * n];
+                product_with((m, n, k), (a, b), &mut c, alpha, threads, None);
+                assert_eq!(c, want, "{m}x{n}x{k} on {threads} threads, no scratch");
             }
             let mut through_gemm = vec![f32::NAN; m * n];
             crate::kernels::gemm::gemm(m, n, k, a, b, &mut through_gemm, false, alpha);
