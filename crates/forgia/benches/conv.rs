@@ -222,12 +222,17 @@ fn main_job(c: &mut Criterion) {
     }
 }
 
-/// ResNet-18's (W12's) stem and first-stage convolutions at batch 8, forward + backward: the
-/// products whose column matrices are unfolded band by band (`kernels/conv.rs`), and its
-/// stem's 3x3 stride-2 max pool.
+/// ResNet-18's (W12's) stem, first-stage and last-stage convolutions at batch 8, forward +
+/// backward: the products whose column matrices are unfolded band by band and the weight
+/// gradients unfolded tap-major (stem, first stage), the samples that share products (last
+/// stage: 49 pixels a sample; `kernels/conv.rs`), and the stem's 3x3 stride-2 max pool.
 fn resnet_layers(c: &mut Criterion) {
     let mut rng = Rng::new(12);
-    let layers = [("stem_3x224_k7s2_o64", 3, 224, 64, 7, 2), ("stage1_64x56_k3_o64", 64, 56, 64, 3, 1)];
+    let layers = [
+        ("stem_3x224_k7s2_o64", 3, 224, 64, 7, 2),
+        ("stage1_64x56_k3_o64", 64, 56, 64, 3, 1),
+        ("stage4_512x7_k3_o512", 512, 7, 512, 3, 1),
+    ];
     for (name, ch, side, out, k, stride) in layers {
         let x = Tensor::randn(&[8, ch, side, side], 0.0, 1.0, &mut rng).unwrap();
         let x = if ch == 3 { x } else { x.into_variable() };
