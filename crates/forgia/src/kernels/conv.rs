@@ -153,13 +153,14 @@ impl ConvGeom {
     }
     /// Samples per product of the weight gradient for `parts` slices: like
     /// [`ConvGeom::group`], for samples of fewer than [`GROUP_BELOW`] output pixels unfolded
-    /// pixel-major (`conv/rows.rs`), at most a slice's share of the batch; else 1. A product
+    /// pixel-major (`conv/rows.rs`; not a pointwise convolution, whose product reads the image
+    /// in place), at most a slice's share of the batch; else 1. A product
     /// of one such sample has an inner size of its few pixels, and reads and writes the whole
     /// weight gradient for it (ResNet's 7×7 layers: 49 pixels a sample against a 9 MB
     /// `[512, 4608]` gradient).
     fn weight_stack(&self, parts: usize) -> usize {
         let ohw = self.ohw();
-        if !rows::applies(self) || self.banded() || ohw == 0 || ohw >= GROUP_BELOW {
+        if self.is_pointwise() || !rows::applies(self) || self.banded() || ohw == 0 || ohw >= GROUP_BELOW {
             return 1;
         }
         GROUP_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
