@@ -26,6 +26,7 @@ mod bias;
 mod cols;
 mod direct;
 mod group;
+mod implicit;
 mod rows;
 mod stacked;
 
@@ -198,7 +199,9 @@ impl ConvGeom {
         };
         let stack = if weight { self.weight_stack(parts) } else { 1 };
         let gy = if stack > 1 { self.o.saturating_mul(stack * self.ohw()) } else { 0 };
-        cols.max(direct::scratch_len(self)).max(rows::scratch_len(self, stack).saturating_add(gy))
+        let implicit = if !weight && implicit::applies(self, parts) { implicit::scratch_len(self) } else { 0 };
+        let rows = rows::scratch_len(self, rows::order(self), stack).saturating_add(gy);
+        cols.max(direct::scratch_len(self)).max(rows).max(implicit)
     }
     /// The batch slices a call runs in parallel: one per worker thread for a big
     /// convolution, else 1.
@@ -213,8 +216,14 @@ impl ConvGeom {
     /// gradient (`weight`), a partial sum `[O, C/groups, kh, kw]` for every slice after the
     /// first. Saturates, so an impossible size fails the caller's allocation.
     pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
-        let partials = if weight { (parts - 1).saturating_mul(self.o * self.kg()) } else { 0 };
-        parts.saturating_mul(self.unfold_len(parts, weight)).saturating_add(partials)
+        let extra = if weight {
+            (parts - 1).saturating_mul(self.o * self.kg())
+        } else if implicit::applies(self, parts) {
+            implicit::weight_len(self)
+        } else {
+            0
+        };
+        parts.saturating_mul(self.unfold_len(parts, weight)).saturating_add(extra)
     }
 }
 
@@ -289,6 +298,9 @@ pub(crate) fn forward(
     let group = g.group(scratch.parts);
     if group > 1 {
         return group::forward(g, x, w, bias, y, scratch, group);
+    }
+    if implicit::applies(g, scratch.parts) {
+        return implicit::forward(g, x, w, bias, y, scratch);
     }
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     per_sample(g, &mut outs, scratch, |n, yn, cols| {
@@ -423,15 +435,15 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
             // gw += gy · R band by band, R = the pixel-major unfold `[P, C·kh·kw]` of a band's
             // P pixels (`conv/rows.rs`) where it applies, else the band's im2col read
             // transposed.
-            let pixel_major = rows::applies(g);
-            let (r, xp) = cols.split_at_mut(if pixel_major { rows::band_len(g) } else { cols.len() });
-            let xp = if pixel_major { rows::pad(g, xn, xp) } else { &[] };
+            let (pixel_major, order) = (rows::applies(g), rows::order(g));
+            let (r, xp) = cols.split_at_mut(if pixel_major { rows::band_len(g, order) } else { cols.len() });
+            let xp = if pixel_major { rows::pad(g, order, xn, xp) } else { &[] };
             for band in bands(g) {
                 let (first, px) = (band.start * g.ow, band.len() * g.ow);
                 let accumulate = n > p * per || first > 0;
                 let ld = if pixel_major {
-                    rows::unfold(g, xp, r, band);
-                    rows::ld(g)
+                    rows::unfold(g, order, xp, r, band);
+                    rows::ld(g, order)
                 } else {
                     im2col(g, xn, r, px, band);
                     px

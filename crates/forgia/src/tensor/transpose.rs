@@ -28,44 +28,72 @@ pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, ld: usize, dst: &
     let threads = parallel::kernel_threads();
     if threads > 1 && rows * cols >= PARALLEL_ELEMENTS {
         parallel::install(|| {
-            dst.par_chunks_mut(TILE * rows).enumerate().for_each(|(t, out)| tile(src, rows, ld, t * TILE, out));
+            dst.par_chunks_mut(TILE * rows)
+                .enumerate()
+                .for_each(|(t, out)| tile(src, rows, ld, t * TILE, out.len() / rows, out, rows));
         });
     } else {
         for (t, out) in dst.chunks_mut(TILE * rows).enumerate() {
-            tile(src, rows, ld, t * TILE, out);
+            tile(src, rows, ld, t * TILE, out.len() / rows, out, rows);
         }
     }
 }
 
-/// Source columns `c0 .. c0 + out.len() / rows` transposed into `out` (destination rows
-/// `c0 ..`, packed), in 16×16 blocks ([`block16`]) and the rest one element at a time.
-fn tile(src: &[f32], rows: usize, ld: usize, c0: usize, out: &mut [f32]) {
-    let width = out.len() / rows;
+/// [`transpose`] into a destination of row stride `ldd`: `dst[c * ldd + r] = src[r * ld + c]`,
+/// on the calling thread (for kernels that already run one per worker). The floats of `dst`
+/// between its rows are left as they were.
+///
+/// Panics when `ld < cols` (with `rows > 1`), `ldd < rows` (with `cols > 1`) or a slice is too
+/// short (internal invariants).
+pub(crate) fn transpose_to(src: &[f32], rows: usize, cols: usize, ld: usize, dst: &mut [f32], ldd: usize) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    assert!((rows == 1 || ld >= cols) && (cols == 1 || ldd >= rows), "transpose_to: row stride below the row");
+    assert!(src.len() >= (rows - 1) * ld + cols && dst.len() >= (cols - 1) * ldd + rows, "transpose_to: slice too short");
+    for c0 in (0..cols).step_by(TILE) {
+        let width = TILE.min(cols - c0);
+        tile(src, rows, ld, c0, width, &mut dst[c0 * ldd..], ldd);
+    }
+}
+
+/// Source columns `c0 .. c0 + width` transposed into `out` (destination rows `c0 ..`, row
+/// stride `ldd`), in 16×16 blocks ([`block16`]) and the rest one element at a time.
+fn tile(src: &[f32], rows: usize, ld: usize, c0: usize, width: usize, out: &mut [f32], ldd: usize) {
     let (full_r, full_c) = (rows / 16 * 16, width / 16 * 16);
+    assert!(width == 0 || out.len() >= (width - 1) * ldd + rows, "transpose: tile past its destination");
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         for r in (0..full_r).step_by(16) {
             for c in (0..full_c).step_by(16) {
                 // SAFETY: AVX is present (checked above). The block reads rows r..r+16 at
                 // columns c0+c..c0+c+16, all inside `src` (r + 15 < rows, c0 + c + 15 < cols,
-                // and src holds (rows-1)·ld + cols floats, asserted by `transpose`); it writes
-                // rows c..c+16 of `out` at columns r..r+16, inside its width × rows floats.
-                unsafe { block16(src.as_ptr().add(r * ld + c0 + c), ld, out.as_mut_ptr().add(c * rows + r), rows) };
+                // and src holds (rows-1)·ld + cols floats, asserted by the callers); it writes
+                // rows c..c+16 of `out` at columns r..r+16, inside its (width-1)·ldd + rows
+                // floats (asserted above).
+                unsafe { block16(src.as_ptr().add(r * ld + c0 + c), ld, out.as_mut_ptr().add(c * ldd + r), ldd) };
             }
         }
-        edges(src, rows, ld, c0, out, full_r, full_c);
+        edges(src, (rows, width), ld, c0, out, ldd, (full_r, full_c));
         return;
     }
-    edges(src, rows, ld, c0, out, 0, 0);
+    edges(src, (rows, width), ld, c0, out, ldd, (0, 0));
 }
 
 /// The elements of the tile outside its first `full_r × full_c` corner, one at a time.
-fn edges(src: &[f32], rows: usize, ld: usize, c0: usize, out: &mut [f32], full_r: usize, full_c: usize) {
-    let width = out.len() / rows;
+fn edges(
+    src: &[f32],
+    (rows, width): (usize, usize),
+    ld: usize,
+    c0: usize,
+    out: &mut [f32],
+    ldd: usize,
+    (full_r, full_c): (usize, usize),
+) {
     for c in 0..width {
         let r_from = if c < full_c { full_r } else { 0 };
         for r in r_from..rows {
-            out[c * rows + r] = src[r * ld + c0 + c];
+            out[c * ldd + r] = src[r * ld + c0 + c];
         }
     }
 }
@@ -135,7 +163,7 @@ unsafe fn block8(src: *const f32, lds: usize, dst: *mut f32, ldd: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::transpose;
+    use super::{transpose, transpose_to};
 
     #[test]
     fn transposes_every_shape_and_row_stride_against_the_definition() {
@@ -172,5 +200,19 @@ mod tests {
         crate::parallel::serially(|| transpose(&src, rows, cols, cols, &mut serial));
         assert_eq!(pooled, serial);
         assert!((0..rows).all(|r| (0..cols).all(|c| pooled[c * rows + r] == src[r * cols + c])));
+    }
+
+    #[test]
+    fn a_transpose_into_a_wider_destination_leaves_the_floats_between_its_rows() {
+        for &(rows, cols, ld, ldd) in &[(1, 1, 1, 1), (9, 1, 4, 9), (1, 9, 9, 3), (17, 70, 75, 20), (32, 130, 130, 37)] {
+            let src: Vec<f32> = (0..(rows - 1) * ld + cols).map(|i| i as f32).collect();
+            let mut dst = vec![-1.0; (cols - 1) * ldd + rows + 2];
+            transpose_to(&src, rows, cols, ld, &mut dst, ldd);
+            for (i, &v) in dst.iter().enumerate() {
+                let (c, r) = (i / ldd, i % ldd);
+                let want = if c < cols && r < rows { src[r * ld + c] } else { -1.0 };
+                assert_eq!(v, want, "{rows}x{cols} ld {ld} into ldd {ldd} at {i}");
+            }
+        }
     }
 }

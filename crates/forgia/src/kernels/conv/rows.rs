@@ -65,11 +65,11 @@ pub(super) fn order(g: &ConvGeom) -> Order {
     }
 }
 
-/// The row stride: `C·kh·kw` in whole vectors, plus, channel-major, room for the last
-/// copy's extra floats.
-pub(super) fn ld(g: &ConvGeom) -> usize {
+/// The row stride of rows in `order`: `C·kh·kw` in whole vectors, plus, channel-major, room
+/// for the last copy's extra floats.
+pub(super) fn ld(g: &ConvGeom, order: Order) -> usize {
     let taps = g.c * g.k.0 * g.k.1;
-    match order(g) {
+    match order {
         Order::TapMajor => taps.next_multiple_of(RUN),
         Order::ChannelMajor => (taps + RUN - g.k.1).next_multiple_of(RUN),
     }
@@ -86,82 +86,92 @@ fn padded_h(g: &ConvGeom) -> usize {
     (g.oh - 1) * g.stride.0 + g.k.0
 }
 
-/// Floats of scratch for the rows of `stack` samples' bands side by side (one sample's band
-/// where `stack` is 1), their padded image and, tap-major, the image's channel-last copy
-/// before padding (0 where the path does not apply).
-pub(super) fn scratch_len(g: &ConvGeom, stack: usize) -> usize {
+/// Floats of scratch for the rows (in `order`) of `stack` samples' bands side by side (one
+/// sample's band where `stack` is 1) and the image [`pad`] prepares: channel-major padded,
+/// tap-major a channel-last copy (0 where the path does not apply).
+pub(super) fn scratch_len(g: &ConvGeom, order: Order, stack: usize) -> usize {
     if !applies(g) {
         return 0;
     }
-    let image = g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g));
-    let unpadded = if order(g) == Order::TapMajor { g.c.saturating_mul(g.h).saturating_mul(g.w) } else { 0 };
-    band_len(g).saturating_mul(stack).saturating_add(image).saturating_add(unpadded)
+    let image = match order {
+        Order::ChannelMajor => g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g)),
+        Order::TapMajor => g.c.saturating_mul(g.h).saturating_mul(g.w),
+    };
+    band_len(g, order).saturating_mul(stack).saturating_add(image)
 }
 
-/// Floats of one band's rows (`ConvGeom::band_rows` output rows of `OW` pixels, `ld` each).
-pub(super) fn band_len(g: &ConvGeom) -> usize {
-    g.band_rows().saturating_mul(g.ow).saturating_mul(ld(g))
+/// Floats of one band's rows in `order` (`ConvGeom::band_rows` output rows of `OW` pixels,
+/// [`ld`] each).
+pub(super) fn band_len(g: &ConvGeom, order: Order) -> usize {
+    g.band_rows().saturating_mul(g.ow).saturating_mul(ld(g, order))
 }
 
-/// Copies one image `x [C, H, W]` into `xp` (the rest of [`scratch_len`] after the rows) with
-/// the zero padding [`unfold`] reads, and returns that padded image: `[C, ph, pw]`
-/// channel-major, `[ph, pw, C]` tap-major (through a channel-last copy of the image after
-/// the padded one in `xp`).
-pub(super) fn pad<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
-    let (ph, pw, hw) = (padded_h(g), padded_w(g), g.h * g.w);
-    let (xp, rest) = xp.split_at_mut(g.c * ph * pw);
+/// Copies one image `x [C, H, W]` into `xp` (the rest of [`scratch_len`] after the rows) as
+/// [`unfold`] reads it in `order`, and returns that copy: channel-major `[C, ph, pw]` with the
+/// zero padding, tap-major channel-last `[H, W, C]` (the unfold writes the padding's zeros
+/// itself).
+pub(super) fn pad<'a>(g: &ConvGeom, order: Order, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
+    let hw = g.h * g.w;
+    if order == Order::TapMajor {
+        let xc = &mut xp[..g.c * hw];
+        transpose(x, g.c, hw, hw, xc);
+        return xc;
+    }
+    let (ph, pw) = (padded_h(g), padded_w(g));
+    let xp = &mut xp[..g.c * ph * pw];
     xp.fill(0.0);
     // Image rows that some output reads: the first `ph - pad` (all of them, unless a stride
     // leaves the last rows unread).
     let rows = g.h.min(ph.saturating_sub(g.pad.0));
-    match order(g) {
-        Order::ChannelMajor => {
-            for (c, plane) in xp.chunks_exact_mut(ph * pw).enumerate() {
-                for ir in 0..rows {
-                    let src = &x[(c * g.h + ir) * g.w..][..g.w];
-                    plane[(ir + g.pad.0) * pw + g.pad.1..][..g.w].copy_from_slice(src);
-                }
-            }
-        }
-        Order::TapMajor => {
-            let last = &mut rest[..g.c * hw];
-            transpose(x, g.c, hw, hw, last);
-            let run = g.w * g.c;
-            for ir in 0..rows {
-                xp[((ir + g.pad.0) * pw + g.pad.1) * g.c..][..run].copy_from_slice(&last[ir * run..][..run]);
-            }
+    for (c, plane) in xp.chunks_exact_mut(ph * pw).enumerate() {
+        for ir in 0..rows {
+            let src = &x[(c * g.h + ir) * g.w..][..g.w];
+            plane[(ir + g.pad.0) * pw + g.pad.1..][..g.w].copy_from_slice(src);
         }
     }
     xp
 }
 
-/// Unfolds the output rows `band` of the padded image `xp` ([`pad`]) into `rows [P, ld]`
-/// (`P = band.len()·OW` pixels), row `p` holding the taps of the band's pixel `p` in the
-/// [`order`] of `g` (zeros where padded; the floats after `C·kh·kw` are left unspecified).
-pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
+/// Unfolds the output rows `band` of the padded image `xp` ([`pad`] in the same `order`)
+/// into `rows [P, ld]` (`P = band.len()·OW` pixels), row `p` holding the taps of the band's
+/// pixel `p` in `order` (zeros where padded; the floats after `C·kh·kw` are left unspecified).
+pub(super) fn unfold(g: &ConvGeom, order: Order, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
     assert!(band.end <= g.oh, "unfold: band past the output");
-    match order(g) {
+    match order {
         Order::ChannelMajor => unfold_channel_major(g, xp, rows, band),
         Order::TapMajor => unfold_tap_major(g, xp, rows, band),
     }
 }
 
-/// [`unfold`] tap-major: a pixel's kernel row `ki` is the `kw·C` floats of the channel-last
-/// padded image from its first tap on.
-fn unfold_tap_major(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
-    let (pw, run, (sh, sw)) = (padded_w(g), g.k.1 * g.c, g.stride);
+/// [`unfold`] tap-major from the channel-last image `xc [H, W, C]`: a pixel's kernel row `ki`
+/// is `kw·C` floats, the part inside the image one run copied whole and zeros for the taps in
+/// the padding.
+fn unfold_tap_major(g: &ConvGeom, xc: &[f32], rows: &mut [f32], band: Range<usize>) {
+    let (c, kw, (sh, sw), (pt, pl)) = (g.c, g.k.1, g.stride, g.pad);
     let first = band.start * g.ow;
-    for (i, row) in rows.chunks_exact_mut(ld(g)).take(band.len() * g.ow).enumerate() {
+    for (i, row) in rows.chunks_exact_mut(ld(g, Order::TapMajor)).take(band.len() * g.ow).enumerate() {
         let (oh, ow) = ((first + i) / g.ow, (first + i) % g.ow);
-        for (ki, dst) in row.chunks_exact_mut(run).take(g.k.0).enumerate() {
-            dst.copy_from_slice(&xp[((oh * sh + ki) * pw + ow * sw) * g.c..][..run]);
+        // The kernel columns `lo..hi` fall inside the image: input column `ow·sw - pl + kj`.
+        let left = ow * sw;
+        let lo = pl.saturating_sub(left).min(kw);
+        let hi = (g.w + pl).saturating_sub(left).clamp(lo, kw);
+        for (ki, dst) in row.chunks_exact_mut(kw * c).take(g.k.0).enumerate() {
+            let ih = (oh * sh + ki).wrapping_sub(pt);
+            if ih >= g.h || lo == hi {
+                dst.fill(0.0); // a row of the padding (ih wrapped above `H` when above the image)
+                continue;
+            }
+            let from = (ih * g.w + left + lo - pl) * c;
+            dst[..lo * c].fill(0.0);
+            dst[lo * c..hi * c].copy_from_slice(&xc[from..from + (hi - lo) * c]);
+            dst[hi * c..].fill(0.0);
         }
     }
 }
 
 /// [`unfold`] channel-major, in 8-float copies.
 fn unfold_channel_major(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
-    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
+    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g, Order::ChannelMajor), g.k.1);
     let xp = &xp[..g.c * ph * pw];
     // Every copy below reads inside `xp`: the last one of the last pixel starts at
     // ((C - 1)·ph + (OH - 1)·sh + kh - 1)·pw + (OW - 1)·sw and ends RUN floats later, within
@@ -228,12 +238,13 @@ mod tests {
             geoms.iter().flat_map(|g| [ConvGeom { n: 16, ..*g }, ConvGeom { o: g.oh * g.ow, ..*g }]).enumerate()
         {
             assert!(applies(&g), "geometry {i}");
-            let tap_major = order(&g) == Order::TapMajor;
+            let order = order(&g);
+            let tap_major = order == Order::TapMajor;
             assert_eq!(tap_major, i % 2 == 0 || g.k == (1, 1), "geometry {i}");
             let x: Vec<f32> = (0..g.c * g.h * g.w).map(|v| v as f32 + 1.0).collect();
-            let mut buf = vec![f32::NAN; scratch_len(&g, 1)];
-            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(&g));
-            unfold(&g, pad(&g, &x, xp), rows, 0..g.oh);
+            let mut buf = vec![f32::NAN; scratch_len(&g, order, 1)];
+            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(&g, order));
+            unfold(&g, order, pad(&g, order, &x, xp), rows, 0..g.oh);
             for p in 0..g.oh * g.ow {
                 let (oh, ow) = (p / g.ow, p % g.ow);
                 for (c, ki, kj) in
@@ -244,7 +255,7 @@ mod tests {
                     let inside = (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
                     let want = if inside { x[(c * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
                     let at = if tap_major { (ki * g.k.1 + kj) * g.c + c } else { (c * g.k.0 + ki) * g.k.1 + kj };
-                    assert_eq!(rows[p * ld(&g) + at], want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
+                    assert_eq!(rows[p * ld(&g, order) + at], want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
                 }
             }
         }
