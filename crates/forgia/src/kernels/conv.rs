@@ -199,7 +199,7 @@ impl ConvGeom {
         };
         let stack = if weight { self.weight_stack(parts) } else { 1 };
         let gy = if stack > 1 { self.o.saturating_mul(stack * self.ohw()) } else { 0 };
-        let implicit = if !weight && implicit::applies(self, parts) { implicit::scratch_len(self) } else { 0 };
+        let implicit = if weight { 0 } else { implicit::scratch_len(self) };
         let rows = rows::scratch_len(self, rows::order(self), stack).saturating_add(gy);
         cols.max(direct::scratch_len(self)).max(rows).max(implicit)
     }
@@ -218,7 +218,7 @@ impl ConvGeom {
     pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
         let extra = if weight {
             (parts - 1).saturating_mul(self.o * self.kg())
-        } else if implicit::applies(self, parts) {
+        } else if implicit::forward_applies(self) || implicit::backward_applies(self) {
             implicit::weight_len(self)
         } else {
             0
@@ -295,12 +295,13 @@ pub(crate) fn forward(
     if g.cols_len() == 0 {
         return; // no output channels or no output pixels: nothing to write
     }
+    if implicit::forward_applies(g) {
+        let unfold = g.unfold_len(scratch.parts.max(1), false);
+        return implicit::forward(g, x, w, bias, y, scratch, unfold);
+    }
     let group = g.group(scratch.parts);
     if group > 1 {
         return group::forward(g, x, w, bias, y, scratch, group);
-    }
-    if implicit::applies(g, scratch.parts) {
-        return implicit::forward(g, x, w, bias, y, scratch);
     }
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     per_sample(g, &mut outs, scratch, |n, yn, cols| {
@@ -356,6 +357,10 @@ pub(crate) fn backward_data(
     let (og, kg, ohw, cl) = (g.og(), g.kg(), g.ohw(), g.cols_len());
     if g.image_len() == 0 {
         return; // no input channels or no input pixels: nothing to write
+    }
+    if implicit::backward_applies(g) {
+        let unfold = g.unfold_len(scratch.parts.max(1), false);
+        return implicit::backward_data(g, y, w, bias, x, scratch, unfold);
     }
     let group = g.group(scratch.parts);
     if group > 1 {

@@ -18,7 +18,8 @@
 use gemm_common::microkernel::MicroKernelFn;
 use rayon::prelude::*;
 
-use super::{add_channel_bias, direct, per_sample, ConvGeom, ConvScratch};
+use super::{add_channel_bias, ConvGeom, ConvScratch};
+use crate::kernels::{for_each_with_scratch, split_len};
 use crate::parallel::{self, PARALLEL_ELEMENTS};
 use crate::tensor::transpose::{transpose, transpose_to};
 
@@ -51,21 +52,52 @@ fn micro() -> Option<Micro> {
 /// Output pixels per band: the tiles of one band are transposed into the output together.
 const BAND_PIXELS: usize = 256;
 
-/// True when the forward of `g` runs here for `parts` workers: a microkernel for this
-/// machine, one group, unit dilation, a kernel of more than one tap or stride (a pointwise
-/// convolution reads its image in place), more than one input channel (else
-/// `conv/direct.rs`), samples that do not share products ([`ConvGeom::group`]), and output
-/// channels in whole vectors.
-pub(super) fn applies(g: &ConvGeom, parts: usize) -> bool {
+/// The fewest floats one microkernel call sums over (`kw·C`, a kernel row of a pixel): ResNet's
+/// stem (7×7 over 3 channels, 21) and its strided 1×1 layers (one tap) ran slower here than
+/// through im2col (docs/BENCHMARKS.md, session twenty-six).
+const MIN_RUN: usize = 64;
+
+/// True when the convolution `g` (image → columns) can run here: a microkernel for this
+/// machine, one group, unit dilation, a kernel of more than one tap with at least
+/// [`MIN_RUN`] floats a kernel row, and output channels in whole vectors.
+fn runs(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
         g.groups == 1
             && g.dil == (1, 1)
-            && !g.is_pointwise()
-            && !direct::applies(g)
-            && g.group(parts) == 1
+            && g.k.0 * g.k.1 > 1
+            && g.k.1 * g.c >= MIN_RUN
             && g.o % mk.lanes == 0
             && g.image_len() > 0
+            && g.cols_len() > 0
     })
+}
+
+/// The convolution whose forward is the input gradient of `g`, for a stride-1 `g` padded by
+/// at most its kernel less one: from the output gradient `[O, OH, OW]` to the input's
+/// `[C, H, W]`, over the kernel flipped and padded by `k - 1 - pad`.
+fn transposed(g: &ConvGeom) -> Option<ConvGeom> {
+    let fits = g.stride == (1, 1) && g.pad.0 < g.k.0 && g.pad.1 < g.k.1;
+    fits.then(|| ConvGeom {
+        c: g.o,
+        h: g.oh,
+        w: g.ow,
+        o: g.c,
+        oh: g.h,
+        ow: g.w,
+        pad: (g.k.0 - 1 - g.pad.0, g.k.1 - 1 - g.pad.1),
+        ..*g
+    })
+}
+
+/// True when the forward of `g` runs here (see [`runs`]).
+pub(super) fn forward_applies(g: &ConvGeom) -> bool {
+    runs(g)
+}
+
+/// True when the input gradient of `g` runs here, as the forward of the transposed
+/// convolution (see [`runs`]): stride 1, and the padding at most the kernel less one.
+pub(super) fn backward_applies(g: &ConvGeom) -> bool {
+    g.dil == (1, 1) && transposed(g).is_some_and(|t| runs(&t))
 }
 
 /// Columns of the channel-last image copy: every column a pixel's taps read,
@@ -79,36 +111,48 @@ fn band_rows(g: &ConvGeom) -> usize {
     BAND_PIXELS.div_ceil(g.ow).clamp(1, g.oh)
 }
 
-/// Floats of the packed weight and its staging copy, shared by the workers: `2·C·kh·kw·O`.
+/// Floats of the packed weight, shared by the workers: `C·kh·kw·O`.
 pub(super) fn weight_len(g: &ConvGeom) -> usize {
-    g.kg().saturating_mul(g.o).saturating_mul(2)
+    g.kg().saturating_mul(g.o)
 }
 
-/// Floats of one worker's scratch: a band's tiles `[P, 64]`, the channel-last image with its
-/// padding columns `[H, pw, C]`, and its copy before padding `[H, W, C]`.
-pub(super) fn scratch_len(g: &ConvGeom) -> usize {
+/// Floats of one worker's scratch for the forward of `g` (for the input gradient, of its
+/// transposed convolution): a band's tiles `[P, 64]`, the channel-last image with its padding
+/// columns `[H, pw, C]`, and its copy before padding `[H, W, C]`.
+fn run_len(g: &ConvGeom) -> usize {
     let rows = micro().map_or(0, |mk| mk.rows);
     let tiles = band_rows(g).saturating_mul(g.ow).saturating_mul(rows);
     let image = g.h.saturating_mul(padded_w(g)).saturating_mul(g.c);
     tiles.saturating_add(image).saturating_add(g.image_len())
 }
 
-/// Packs `w [O, C, kh, kw]` into `wp`: panels of `rows` output channels (the last one what is
-/// left), each `[C·kh·kw, rows]` with row `(ki·kw + kj)·C + c` holding tap `(c, ki, kj)`.
-/// Through `tmp`, `w` transposed (rows in the weight's order), whose rows are then copied in
-/// tap order.
-fn pack_weight(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], tmp: &mut [f32]) {
-    let (k, o, taps) = (g.kg(), g.o, g.k.0 * g.k.1);
-    transpose(w, o, k, k, tmp);
-    let tmp = &*tmp;
+/// Floats of one worker's scratch for whichever of the forward and the input gradient of `g`
+/// run here (0 for neither).
+pub(super) fn scratch_len(g: &ConvGeom) -> usize {
+    let fwd = if forward_applies(g) { run_len(g) } else { 0 };
+    let bwd = if backward_applies(g) { transposed(g).map_or(0, |t| run_len(&t)) } else { 0 };
+    fwd.max(bwd)
+}
+
+/// Fills `wp [O/rows panels][C·kh·kw][rows]` (the last panel the channels left), whose row
+/// `(ki·kw + kj)·C + c` holds tap `(c, ki, kj)` of the panel's output channels, from
+/// `tap(o, c)`: the offset in `w` of the `taps` consecutive floats of output channel `o`,
+/// input channel `c` (in tap order, or reversed where `flip`). Panels in parallel.
+fn pack(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], tap: impl Fn(usize, usize) -> usize + Sync, flip: bool) {
+    let (k, taps) = (g.kg(), g.k.0 * g.k.1);
     let fill = |panel: usize, dst: &mut [f32]| {
-        let (o0, mb) = (panel * rows, rows.min(o - panel * rows));
-        for (j, row) in dst.chunks_exact_mut(mb).enumerate() {
-            let (t, c) = (j / g.c, j % g.c);
-            row.copy_from_slice(&tmp[(c * taps + t) * o + o0..][..mb]);
+        let (o0, mb) = (panel * rows, rows.min(g.o - panel * rows));
+        for c in 0..g.c {
+            for oi in 0..mb {
+                let src = &w[tap(o0 + oi, c)..][..taps];
+                for (t, &v) in src.iter().enumerate() {
+                    let t = if flip { taps - 1 - t } else { t };
+                    dst[(t * g.c + c) * mb + oi] = v;
+                }
+            }
         }
     };
-    let wp = &mut wp[..k * o];
+    let wp = &mut wp[..k * g.o];
     if parallel::kernel_threads() > 1 && wp.len() >= PARALLEL_ELEMENTS {
         parallel::install(|| wp.par_chunks_mut(k * rows).enumerate().for_each(|(p, dst)| fill(p, dst)));
     } else {
@@ -132,8 +176,9 @@ fn pad_columns<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32], xc: &mut [f32]) -
     xp
 }
 
-/// `y[n] = W · x[n] (+ bias)` for a convolution [`applies`] takes; `scratch` as
-/// [`ConvGeom::scratch_len`] gives it (the workers' scratch, then [`weight_len`] floats).
+/// `y[n] = W · x[n] (+ bias)` for a convolution [`forward_applies`] takes; `scratch` as
+/// [`ConvGeom::scratch_len`] gives it (the workers' `unfold` floats each, then
+/// [`weight_len`] floats).
 pub(super) fn forward(
     g: &ConvGeom,
     x: &[f32],
@@ -141,17 +186,55 @@ pub(super) fn forward(
     bias: Option<&[f32]>,
     y: &mut [f32],
     scratch: ConvScratch<'_>,
+    unfold: usize,
 ) {
-    let mk = micro().expect("implicit::forward runs where `applies` found a microkernel");
+    let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
+    let (parts, kg) = (scratch.parts.max(1), g.kg());
+    let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
+    pack(g, mk.rows, w, wp, |o, c| (o * g.c + c) * (kg / g.c), false);
+    run(g, mk, x, wp, bias, y, ConvScratch { parts, buf: work }, unfold);
+}
+
+/// `x[n] = col2im(Wᵀ · y[n]) (+ bias)` (`backward_data` of `kernels/conv.rs`) for a
+/// convolution [`backward_applies`] takes, as the forward of its transposed convolution: the
+/// weight `[O, C, kh, kw]` packed as `[C, O, kh, kw]` with each kernel flipped. `scratch` as
+/// for [`forward`].
+pub(super) fn backward_data(
+    g: &ConvGeom,
+    y: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    x: &mut [f32],
+    scratch: ConvScratch<'_>,
+    unfold: usize,
+) {
+    let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
+    let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
+    let (parts, kg) = (scratch.parts.max(1), g.kg());
+    let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
+    // Output channel `c` of the transposed convolution, input channel `o`: `w[o, c]` flipped.
+    pack(&t, mk.rows, w, wp, |c, o| o * kg + c * (kg / g.c), true);
+    run(&t, mk, y, wp, bias, x, ConvScratch { parts, buf: work }, unfold);
+}
+
+/// The driver: `y[n] = W · x[n] (+ bias)` for the convolution `g` with its weight packed in
+/// `wp` ([`pack`]), the samples spread over the workers of `scratch` (`unfold` floats each).
+#[allow(clippy::too_many_arguments)]
+fn run(
+    g: &ConvGeom,
+    mk: Micro,
+    x: &[f32],
+    wp: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    scratch: ConvScratch<'_>,
+    unfold: usize,
+) {
     let (k, o, ohw, il) = (g.kg(), g.o, g.ohw(), g.image_len());
-    let parts = scratch.parts.max(1);
-    let (work, wp) = scratch.buf.split_at_mut(parts * g.unfold_len(parts, false));
-    let (wp, tmp) = wp.split_at_mut(k * o);
-    pack_weight(g, mk.rows, w, wp, &mut tmp[..k * o]);
-    let wp = &*wp;
     let (pw, run, step, band) = (padded_w(g), g.k.1 * g.c, g.stride.1 * g.c, band_rows(g));
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
-    per_sample(g, &mut outs, ConvScratch { parts, buf: work }, |n, yn, buf| {
+    let mut bufs = split_len(scratch.buf, scratch.parts.max(1), unfold);
+    for_each_with_scratch(&mut outs, &mut bufs, |n, yn, buf| {
         let (tiles, rest) = buf.split_at_mut(band * g.ow * mk.rows);
         let (xp, xc) = rest.split_at_mut(g.h * pw * g.c);
         let xp = pad_columns(g, &x[n * il..][..il], xp, xc);
@@ -222,37 +305,49 @@ pub(super) fn forward(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{geom, naive_forward};
+    use super::super::tests::{geom, naive_backward, naive_forward};
     use super::*;
 
     #[test]
-    fn the_implicit_forward_matches_the_definition() {
+    fn the_implicit_forward_and_input_gradient_match_the_definition() {
         // Output channels in one panel, a panel and a part (80 = 64 + 16), several panels;
         // rows not whole tiles of pixels (OW 9, 13, 5), strides, the padding of a "same" 5×5
         // and one that puts whole kernel rows outside the image, an unpadded kernel, bands
-        // (more than BAND_PIXELS pixels, a short last band) and a stride that leaves input
-        // columns unread.
+        // (more than BAND_PIXELS pixels, a short last band), a stride that leaves input
+        // columns unread, and a 7×7 sample (fewer pixels than a tile). The input gradient
+        // runs here for the stride-1 ones padded less than their kernel with input channels
+        // in whole vectors.
         let cases = [
-            ConvGeom { n: 3, o: 16, ..geom(3, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1)) },
-            ConvGeom { n: 2, o: 80, ..geom(5, (9, 13), (3, 3), (1, 1), (1, 1), (1, 1)) },
-            ConvGeom { n: 2, o: 32, ..geom(4, (14, 14), (5, 5), (1, 1), (2, 2), (1, 1)) },
-            ConvGeom { n: 1, o: 48, ..geom(2, (25, 9), (3, 3), (2, 2), (1, 1), (1, 1)) },
-            ConvGeom { n: 2, o: 16, ..geom(3, (4, 10), (3, 2), (1, 1), (3, 1), (1, 1)) },
-            ConvGeom { n: 2, o: 128, ..geom(6, (12, 12), (3, 3), (1, 1), (0, 0), (1, 1)) },
-            ConvGeom { n: 1, o: 16, ..geom(2, (40, 30), (3, 3), (1, 1), (1, 1), (1, 1)) },
-            ConvGeom { n: 2, o: 16, ..geom(3, (24, 23), (2, 2), (3, 3), (0, 0), (1, 1)) },
+            ConvGeom { n: 3, o: 32, ..geom(32, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 80, ..geom(48, (9, 13), (3, 3), (1, 1), (1, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 32, ..geom(16, (14, 14), (5, 5), (1, 1), (2, 2), (1, 1)) },
+            ConvGeom { n: 1, o: 48, ..geom(32, (25, 9), (3, 3), (2, 2), (1, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 16, ..geom(40, (4, 10), (3, 2), (1, 1), (3, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 128, ..geom(22, (12, 12), (3, 3), (1, 1), (0, 0), (1, 1)) },
+            ConvGeom { n: 1, o: 32, ..geom(32, (40, 30), (3, 3), (1, 1), (1, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 16, ..geom(33, (24, 23), (2, 2), (3, 3), (0, 0), (1, 1)) },
+            ConvGeom { n: 3, o: 64, ..geom(64, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1)) },
         ];
+        let backward = [true, true, true, false, false, false, true, false, true];
         for (i, g) in cases.iter().enumerate() {
+            assert_eq!(forward_applies(g), micro().is_some(), "case {i}");
+            assert_eq!(backward_applies(g), micro().is_some() && backward[i], "case {i}");
             let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
             let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
             let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+            let cb: Vec<f32> = (0..g.c).map(|v| v as f32 - 1.0).collect();
+            let (gx_def, _) = naive_backward(g, &x, &w, &gy);
+            let want_gx: Vec<f32> = gx_def.iter().enumerate().map(|(j, v)| v + cb[j / (g.h * g.w) % g.c]).collect();
             let want = naive_forward(g, &x, &w, &b);
             for parts in [1, 2] {
-                assert_eq!(applies(g, parts), micro().is_some(), "case {i}, {parts} parts");
                 let mut buf = vec![f32::NAN; g.scratch_len(parts, false)];
                 let mut y = vec![f32::NAN; g.n * g.cols_len()];
                 super::super::forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
-                assert_eq!(y, want, "case {i}, {parts} parts");
+                assert_eq!(y, want, "case {i}, {parts} parts: forward");
+                let mut gx = vec![f32::NAN; x.len()];
+                super::super::backward_data(g, &gy, &w, Some(&cb), &mut gx, ConvScratch { parts, buf: &mut buf });
+                assert_eq!(gx, want_gx, "case {i}, {parts} parts: input gradient");
             }
         }
         assert!(cases[6].oh % band_rows(&cases[6]) != 0, "a short last band");

@@ -218,7 +218,7 @@ fn products_on_padded_rows_match_the_definition_and_each_other_s_adjoints() {
 
 /// Both gradients by their definition: `gx[x_i] += w · gy` and `gw[w_i] += x · gy` over
 /// every tap that reads the image.
-fn naive_backward(g: &ConvGeom, x: &[f32], w: &[f32], gy: &[f32]) -> (Vec<f32>, Vec<f32>) {
+pub(super) fn naive_backward(g: &ConvGeom, x: &[f32], w: &[f32], gy: &[f32]) -> (Vec<f32>, Vec<f32>) {
     let (og, cg) = (g.o / g.groups, g.c / g.groups);
     let (mut gx, mut gw) = (vec![0.0; x.len()], vec![0.0; w.len()]);
     for n in 0..g.n {
