@@ -134,30 +134,57 @@ pub(super) fn scratch_len(g: &ConvGeom) -> usize {
     fwd.max(bwd)
 }
 
-/// Fills `wp [O/rows panels][C·kh·kw][rows]` (the last panel the channels left), whose row
-/// `(ki·kw + kj)·C + c` holds tap `(c, ki, kj)` of the panel's output channels, from
-/// `tap(o, c)`: the offset in `w` of the `taps` consecutive floats of output channel `o`,
-/// input channel `c` (in tap order, or reversed where `flip`). Panels in parallel.
-fn pack(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], tap: impl Fn(usize, usize) -> usize + Sync, flip: bool) {
+/// Runs `fill(panel, its floats)` over the panels of `wp [O/rows][C·kh·kw][rows]` (the last
+/// panel the channels left), in parallel where there is enough of it.
+fn panels(g: &ConvGeom, rows: usize, wp: &mut [f32], fill: impl Fn(usize, &mut [f32]) + Sync) {
+    let wp = &mut wp[..g.kg() * g.o];
+    if parallel::kernel_threads() > 1 && wp.len() >= PARALLEL_ELEMENTS {
+        parallel::install(|| wp.par_chunks_mut(g.kg() * rows).enumerate().for_each(|(p, dst)| fill(p, dst)));
+    } else {
+        wp.chunks_mut(g.kg() * rows).enumerate().for_each(|(p, dst)| fill(p, dst));
+    }
+}
+
+/// Packs the weight `w [O, C, kh, kw]` of the forward of `g` into panels of `rows` output
+/// channels, row `(ki·kw + kj)·C + c` of a panel holding tap `(c, ki, kj)` of its channels.
+/// Sixteen input channels at a time: their `16·kh·kw` consecutive taps of the panel's output
+/// channels transposed into a small buffer (in 16×16 blocks), whose rows are then copied into
+/// tap order.
+fn pack_forward(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32]) {
     let (k, taps) = (g.kg(), g.k.0 * g.k.1);
-    let fill = |panel: usize, dst: &mut [f32]| {
+    panels(g, rows, wp, |panel, dst| {
         let (o0, mb) = (panel * rows, rows.min(g.o - panel * rows));
-        for c in 0..g.c {
-            for oi in 0..mb {
-                let src = &w[tap(o0 + oi, c)..][..taps];
-                for (t, &v) in src.iter().enumerate() {
-                    let t = if flip { taps - 1 - t } else { t };
-                    dst[(t * g.c + c) * mb + oi] = v;
+        let mut tmp = vec![0.0; 16 * taps * mb];
+        for c0 in (0..g.c).step_by(16) {
+            let cb = 16.min(g.c - c0);
+            transpose_to(&w[o0 * k + c0 * taps..], mb, cb * taps, k, &mut tmp, mb);
+            for (j, src) in tmp.chunks_exact(mb).take(cb * taps).enumerate() {
+                let (c, t) = (c0 + j / taps, j % taps);
+                dst[(t * g.c + c) * mb..][..mb].copy_from_slice(src);
+            }
+        }
+    })
+}
+
+/// Packs the weight `w [O, C, kh, kw]` of `g` for the forward of its transposed convolution
+/// `t` ([`transposed`]): panels of `rows` of `g`'s input channels, row `(ki·kw + kj)·O + o`
+/// of a panel holding tap `(kh-1-ki, kw-1-kj)` of output channel `o` for its channels (the
+/// kernel flipped). One output channel at a time: its taps of the panel's channels are
+/// consecutive in `w`.
+fn pack_backward(g: &ConvGeom, t: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32]) {
+    let (k, taps) = (g.kg(), g.k.0 * g.k.1);
+    panels(t, rows, wp, |panel, dst| {
+        let (c0, mb) = (panel * rows, rows.min(g.c - panel * rows));
+        for o in 0..g.o {
+            let src = &w[o * k + c0 * taps..][..mb * taps];
+            for (tap, run) in dst.chunks_exact_mut(g.o * mb).rev().enumerate() {
+                let run = &mut run[o * mb..][..mb];
+                for (ci, v) in run.iter_mut().enumerate() {
+                    *v = src[ci * taps + tap];
                 }
             }
         }
-    };
-    let wp = &mut wp[..k * g.o];
-    if parallel::kernel_threads() > 1 && wp.len() >= PARALLEL_ELEMENTS {
-        parallel::install(|| wp.par_chunks_mut(k * rows).enumerate().for_each(|(p, dst)| fill(p, dst)));
-    } else {
-        wp.chunks_mut(k * rows).enumerate().for_each(|(p, dst)| fill(p, dst));
-    }
+    })
 }
 
 /// Copies the image `x [C, H, W]` channel-last into `xp [H, pw, C]`, column `iw + pl` holding
@@ -189,9 +216,9 @@ pub(super) fn forward(
     unfold: usize,
 ) {
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
-    let (parts, kg) = (scratch.parts.max(1), g.kg());
+    let parts = scratch.parts.max(1);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
-    pack(g, mk.rows, w, wp, |o, c| (o * g.c + c) * (kg / g.c), false);
+    pack_forward(g, mk.rows, w, wp);
     run(g, mk, x, wp, bias, y, ConvScratch { parts, buf: work }, unfold);
 }
 
@@ -210,10 +237,9 @@ pub(super) fn backward_data(
 ) {
     let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
-    let (parts, kg) = (scratch.parts.max(1), g.kg());
+    let parts = scratch.parts.max(1);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
-    // Output channel `c` of the transposed convolution, input channel `o`: `w[o, c]` flipped.
-    pack(&t, mk.rows, w, wp, |c, o| o * kg + c * (kg / g.c), true);
+    pack_backward(g, &t, mk.rows, w, wp);
     run(&t, mk, y, wp, bias, x, ConvScratch { parts, buf: work }, unfold);
 }
 
