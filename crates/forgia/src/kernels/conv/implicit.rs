@@ -16,11 +16,8 @@
 //! once by im2col and copied again by the crate (docs/BENCHMARKS.md, session twenty-six).
 
 use gemm_common::microkernel::MicroKernelFn;
-use rayon::prelude::*;
-
 use super::{add_channel_bias, ConvGeom, ConvScratch};
 use crate::kernels::{for_each_with_scratch, split_len};
-use crate::parallel::{self, PARALLEL_ELEMENTS};
 use crate::tensor::transpose::{transpose, transpose_to};
 
 /// The microkernel: `rows` output channels (whole vectors of `lanes`) by `cols` pixels.
@@ -118,12 +115,14 @@ pub(super) fn weight_len(g: &ConvGeom) -> usize {
 
 /// Floats of one worker's scratch for the forward of `g` (for the input gradient, of its
 /// transposed convolution): a band's tiles `[P, 64]`, the channel-last image with its padding
-/// columns `[H, pw, C]`, and its copy before padding `[H, W, C]`.
+/// columns `[H, pw, C]`, and its copy before padding `[H, W, C]`; or, while the weight is
+/// packed, [`pack_forward`]'s buffer, if that is more.
 fn run_len(g: &ConvGeom) -> usize {
     let rows = micro().map_or(0, |mk| mk.rows);
     let tiles = band_rows(g).saturating_mul(g.ow).saturating_mul(rows);
     let image = g.h.saturating_mul(padded_w(g)).saturating_mul(g.c);
-    tiles.saturating_add(image).saturating_add(g.image_len())
+    let pack = (PACK_CHANNELS * g.k.0 * g.k.1).saturating_mul(rows);
+    tiles.saturating_add(image).saturating_add(g.image_len()).max(pack)
 }
 
 /// Floats of one worker's scratch for whichever of the forward and the input gradient of `g`
@@ -134,30 +133,34 @@ pub(super) fn scratch_len(g: &ConvGeom) -> usize {
     fwd.max(bwd)
 }
 
-/// Runs `fill(panel, its floats)` over the panels of `wp [O/rows][C·kh·kw][rows]` (the last
-/// panel the channels left), in parallel where there is enough of it.
-fn panels(g: &ConvGeom, rows: usize, wp: &mut [f32], fill: impl Fn(usize, &mut [f32]) + Sync) {
-    let wp = &mut wp[..g.kg() * g.o];
-    if parallel::kernel_threads() > 1 && wp.len() >= PARALLEL_ELEMENTS {
-        parallel::install(|| wp.par_chunks_mut(g.kg() * rows).enumerate().for_each(|(p, dst)| fill(p, dst)));
-    } else {
-        wp.chunks_mut(g.kg() * rows).enumerate().for_each(|(p, dst)| fill(p, dst));
-    }
+/// Runs `fill(panel, its floats, scratch)` over the panels of `wp [O/rows][C·kh·kw][rows]`
+/// (the last panel the channels left), on the workers of `bufs`.
+fn panels(
+    g: &ConvGeom,
+    rows: usize,
+    wp: &mut [f32],
+    bufs: &mut [&mut [f32]],
+    fill: impl Fn(usize, &mut [f32], &mut [f32]) + Sync,
+) {
+    let mut panels: Vec<&mut [f32]> = wp[..g.kg() * g.o].chunks_mut(g.kg() * rows).collect();
+    for_each_with_scratch(&mut panels, bufs, |p, dst, tmp| fill(p, dst, tmp));
 }
+
+/// Input channels [`pack_forward`] transposes at a time.
+const PACK_CHANNELS: usize = 16;
 
 /// Packs the weight `w [O, C, kh, kw]` of the forward of `g` into panels of `rows` output
 /// channels, row `(ki·kw + kj)·C + c` of a panel holding tap `(c, ki, kj)` of its channels.
-/// Sixteen input channels at a time: their `16·kh·kw` consecutive taps of the panel's output
-/// channels transposed into a small buffer (in 16×16 blocks), whose rows are then copied into
-/// tap order.
-fn pack_forward(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32]) {
+/// [`PACK_CHANNELS`] input channels at a time: their consecutive taps of the panel's output
+/// channels transposed into the worker's scratch (in 16×16 blocks), whose rows are then
+/// copied into tap order.
+fn pack_forward(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], bufs: &mut [&mut [f32]]) {
     let (k, taps) = (g.kg(), g.k.0 * g.k.1);
-    panels(g, rows, wp, |panel, dst| {
+    panels(g, rows, wp, bufs, |panel, dst, tmp| {
         let (o0, mb) = (panel * rows, rows.min(g.o - panel * rows));
-        let mut tmp = vec![0.0; 16 * taps * mb];
-        for c0 in (0..g.c).step_by(16) {
-            let cb = 16.min(g.c - c0);
-            transpose_to(&w[o0 * k + c0 * taps..], mb, cb * taps, k, &mut tmp, mb);
+        for c0 in (0..g.c).step_by(PACK_CHANNELS) {
+            let cb = PACK_CHANNELS.min(g.c - c0);
+            transpose_to(&w[o0 * k + c0 * taps..], mb, cb * taps, k, tmp, mb);
             for (j, src) in tmp.chunks_exact(mb).take(cb * taps).enumerate() {
                 let (c, t) = (c0 + j / taps, j % taps);
                 dst[(t * g.c + c) * mb..][..mb].copy_from_slice(src);
@@ -171,9 +174,9 @@ fn pack_forward(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32]) {
 /// of a panel holding tap `(kh-1-ki, kw-1-kj)` of output channel `o` for its channels (the
 /// kernel flipped). One output channel at a time: its taps of the panel's channels are
 /// consecutive in `w`.
-fn pack_backward(g: &ConvGeom, t: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32]) {
+fn pack_backward(g: &ConvGeom, t: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], bufs: &mut [&mut [f32]]) {
     let (k, taps) = (g.kg(), g.k.0 * g.k.1);
-    panels(t, rows, wp, |panel, dst| {
+    panels(t, rows, wp, bufs, |panel, dst, _| {
         let (c0, mb) = (panel * rows, rows.min(g.c - panel * rows));
         for o in 0..g.o {
             let src = &w[o * k + c0 * taps..][..mb * taps];
@@ -218,8 +221,9 @@ pub(super) fn forward(
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
     let parts = scratch.parts.max(1);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
-    pack_forward(g, mk.rows, w, wp);
-    run(g, mk, x, wp, bias, y, ConvScratch { parts, buf: work }, unfold);
+    let mut bufs = split_len(work, parts, unfold);
+    pack_forward(g, mk.rows, w, wp, &mut bufs);
+    run(g, mk, x, wp, bias, y, &mut bufs);
 }
 
 /// `x[n] = col2im(Wᵀ · y[n]) (+ bias)` (`backward_data` of `kernels/conv.rs`) for a
@@ -239,28 +243,19 @@ pub(super) fn backward_data(
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
     let parts = scratch.parts.max(1);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
-    pack_backward(g, &t, mk.rows, w, wp);
-    run(&t, mk, y, wp, bias, x, ConvScratch { parts, buf: work }, unfold);
+    let mut bufs = split_len(work, parts, unfold);
+    pack_backward(g, &t, mk.rows, w, wp, &mut bufs);
+    run(&t, mk, y, wp, bias, x, &mut bufs);
 }
 
 /// The driver: `y[n] = W · x[n] (+ bias)` for the convolution `g` with its weight packed in
-/// `wp` ([`pack`]), the samples spread over the workers of `scratch` (`unfold` floats each).
-#[allow(clippy::too_many_arguments)]
-fn run(
-    g: &ConvGeom,
-    mk: Micro,
-    x: &[f32],
-    wp: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    scratch: ConvScratch<'_>,
-    unfold: usize,
-) {
+/// `wp` ([`pack_forward`]), the samples spread over the workers of `bufs` ([`run_len`]
+/// floats each at least).
+fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: &mut [f32], bufs: &mut [&mut [f32]]) {
     let (k, o, ohw, il) = (g.kg(), g.o, g.ohw(), g.image_len());
     let (pw, run, step, band) = (padded_w(g), g.k.1 * g.c, g.stride.1 * g.c, band_rows(g));
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
-    let mut bufs = split_len(scratch.buf, scratch.parts.max(1), unfold);
-    for_each_with_scratch(&mut outs, &mut bufs, |n, yn, buf| {
+    for_each_with_scratch(&mut outs, bufs, |n, yn, buf| {
         let (tiles, rest) = buf.split_at_mut(band * g.ow * mk.rows);
         let (xp, xc) = rest.split_at_mut(g.h * pw * g.c);
         let xp = pad_columns(g, &x[n * il..][..il], xp, xc);
