@@ -248,6 +248,41 @@ pub(super) fn backward_data(
     run(&t, mk, y, wp, bias, x, &mut bufs);
 }
 
+/// `tile (+)= lhs · rhs` by the microkernel for `mb` rows (whole vectors) by `nn` columns:
+/// `lhs` is `run` steps of `mb` floats, `rhs` `nn` runs of `run` floats `step` apart, `tile`
+/// `nn` columns of `mb` floats, `rows` apart (added to).
+fn product(mk: Micro, (mb, nn, run, step): (usize, usize, usize, usize), lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
+    assert!(mb % mk.lanes == 0 && (1..=mk.rows).contains(&mb) && (1..=mk.cols).contains(&nn));
+    assert!(lhs.len() >= run * mb && rhs.len() >= (nn - 1) * step + run && tile.len() >= (nn - 1) * mk.rows + mb);
+    // SAFETY: the microkernel for `mb / lanes` vectors by `nn` columns (mk.pick's table, its
+    // instruction set present: `micro`) reads `run` steps of `mb` floats of `lhs` (column
+    // stride mb) and of `nn` floats of `rhs` (row stride 1, column stride `step`), and
+    // writes `mb × nn` floats of `tile` (row stride 1, column stride `rows`), all inside the
+    // slices by the assertions above. Alpha 1 (status 1) adds to the tile.
+    unsafe {
+        (mk.pick)(mb / mk.lanes - 1, nn - 1)(
+            mb,
+            nn,
+            run,
+            tile.as_mut_ptr(),
+            lhs.as_ptr(),
+            rhs.as_ptr(),
+            mk.rows as isize,
+            1,
+            mb as isize,
+            1,
+            step as isize,
+            1.0,
+            1.0,
+            1,
+            false,
+            false,
+            false,
+            lhs.as_ptr(),
+        )
+    }
+}
+
 /// The driver: `y[n] = W · x[n] (+ bias)` for the convolution `g` with its weight packed in
 /// `wp` ([`pack_forward`]), the samples spread over the workers of `bufs` ([`run_len`]
 /// floats each at least).
@@ -264,58 +299,27 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
             let panel = &wp[o0 * k..][..k * mb];
             for oh0 in (0..g.oh).step_by(band) {
                 let rows = band.min(g.oh - oh0);
-                for oh in oh0..oh0 + rows {
-                    for ow0 in (0..g.ow).step_by(mk.cols) {
-                        let nn = mk.cols.min(g.ow - ow0);
-                        let tile = &mut tiles[((oh - oh0) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
-                        let image_col = ow0 * g.stride.1;
-                        let mut first = true;
-                        for ki in 0..g.k.0 {
-                            let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
-                            if ih >= g.h {
-                                continue; // a kernel row in the padding (wrapped when above)
-                            }
-                            let lhs = &panel[ki * run * mb..][..run * mb];
-                            let rhs = &xp[(ih * pw + image_col) * g.c..][..(nn - 1) * step + run];
-                            // SAFETY: the microkernel for `mb / lanes` vectors by `nn` columns
-                            // (mk.pick's table, AVX-512 present: `micro`) reads `run` steps
-                            // of `mb` floats of `lhs` (row stride 1, column stride mb: the
-                            // slice holds run·mb) and of `nn` floats of `rhs` (row stride 1,
-                            // column stride `step`: the slice holds (nn-1)·step + run), and
-                            // writes `mb × nn` floats of `tile` (column stride rows ≥ mb: the
-                            // slice holds rows·nn). With `first` it overwrites the tile
-                            // (alpha status 0), else adds to it (status 1).
-                            unsafe {
-                                (mk.pick)(mb / mk.lanes - 1, nn - 1)(
-                                    mb,
-                                    nn,
-                                    run,
-                                    tile.as_mut_ptr(),
-                                    lhs.as_ptr(),
-                                    rhs.as_ptr(),
-                                    mk.rows as isize,
-                                    1,
-                                    mb as isize,
-                                    1,
-                                    step as isize,
-                                    if first { 0.0 } else { 1.0 },
-                                    1.0,
-                                    u8::from(!first),
-                                    false,
-                                    false,
-                                    false,
-                                    lhs.as_ptr(),
-                                )
-                            };
-                            first = false;
+                let (first, px) = (oh0 * g.ow, rows * g.ow);
+                let tiles = &mut tiles[..px * mk.rows];
+                // Kernel row by kernel row: its slab of the panel (`kw·C·64` floats) stays in
+                // the L2 across the band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB).
+                tiles.fill(0.0);
+                for ki in 0..g.k.0 {
+                    let lhs = &panel[ki * run * mb..][..run * mb];
+                    for oh in oh0..oh0 + rows {
+                        let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
+                        if ih >= g.h {
+                            continue; // a kernel row in the padding (wrapped when above)
                         }
-                        if first {
-                            tile.fill(0.0); // every kernel row in the padding
+                        for ow0 in (0..g.ow).step_by(mk.cols) {
+                            let nn = mk.cols.min(g.ow - ow0);
+                            let tile = &mut tiles[((oh - oh0) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
+                            let rhs = &xp[(ih * pw + ow0 * g.stride.1) * g.c..][..(nn - 1) * step + run];
+                            product(mk, (mb, nn, run, step), lhs, rhs, tile);
                         }
                     }
                 }
-                let (first, px) = (oh0 * g.ow, rows * g.ow);
-                transpose_to(&tiles[..px * mk.rows], px, mb, mk.rows, &mut yn[o0 * ohw + first..], ohw);
+                transpose_to(tiles, px, mb, mk.rows, &mut yn[o0 * ohw + first..], ohw);
             }
         }
         if let Some(b) = bias {
