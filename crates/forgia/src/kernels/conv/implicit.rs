@@ -103,6 +103,24 @@ fn padded_w(g: &ConvGeom) -> usize {
     (g.ow - 1) * g.stride.1 + g.k.1
 }
 
+/// The microkernel calls along an output row of `ow` pixels, `(first pixel, pixels)`: tiles
+/// of `cols`, except that a last tile of one or two pixels is merged with the one before
+/// and the two split evenly (7 = 4 + 3, 14 = 6 + 4 + 4): a kernel of one column reads as many
+/// weights per step as a full one for a sixth of its work, and at 7×7 the 1-pixel tiles took
+/// a fifth of the time (docs/BENCHMARKS.md, session twenty-six).
+fn column_tiles(ow: usize, cols: usize) -> impl Iterator<Item = (usize, usize)> {
+    let (full, rest) = (ow / cols, ow % cols);
+    let split = full > 0 && rest > 0 && rest <= 2;
+    let plain = if split { full - 1 } else { full };
+    let tail: [(usize, usize); 2] = if split {
+        let (a, b) = ((cols + rest).div_ceil(2), (cols + rest) / 2);
+        [(plain * cols, a), (plain * cols + a, b)]
+    } else {
+        [(plain * cols, rest), (0, 0)]
+    };
+    (0..plain).map(move |t| (t * cols, cols)).chain(tail.into_iter().filter(|&(_, n)| n > 0))
+}
+
 /// Output rows per band: about [`BAND_PIXELS`] pixels.
 fn band_rows(g: &ConvGeom) -> usize {
     BAND_PIXELS.div_ceil(g.ow).clamp(1, g.oh)
@@ -172,19 +190,20 @@ fn pack_forward(g: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], bufs: &mut
 /// Packs the weight `w [O, C, kh, kw]` of `g` for the forward of its transposed convolution
 /// `t` ([`transposed`]): panels of `rows` of `g`'s input channels, row `(ki·kw + kj)·O + o`
 /// of a panel holding tap `(kh-1-ki, kw-1-kj)` of output channel `o` for its channels (the
-/// kernel flipped). One output channel at a time: its taps of the panel's channels are
-/// consecutive in `w`.
+/// kernel flipped). [`PACK_CHANNELS`] output channels at a time: their taps of the panel's
+/// channels (consecutive in `w`) transposed into the worker's scratch, then each tap's
+/// `[channels, 16]` block transposed into its row of the panel (both in 16×16 blocks).
 fn pack_backward(g: &ConvGeom, t: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f32], bufs: &mut [&mut [f32]]) {
     let (k, taps) = (g.kg(), g.k.0 * g.k.1);
-    panels(t, rows, wp, bufs, |panel, dst, _| {
+    panels(t, rows, wp, bufs, |panel, dst, tmp| {
         let (c0, mb) = (panel * rows, rows.min(g.c - panel * rows));
-        for o in 0..g.o {
-            let src = &w[o * k + c0 * taps..][..mb * taps];
-            for (tap, run) in dst.chunks_exact_mut(g.o * mb).rev().enumerate() {
-                let run = &mut run[o * mb..][..mb];
-                for (ci, v) in run.iter_mut().enumerate() {
-                    *v = src[ci * taps + tap];
-                }
+        for o0 in (0..g.o).step_by(PACK_CHANNELS) {
+            let ob = PACK_CHANNELS.min(g.o - o0);
+            // tmp[(ci·taps + tap)·ob + oi] = w[o0 + oi, c0 + ci, tap]
+            transpose_to(&w[o0 * k + c0 * taps..], ob, mb * taps, k, tmp, ob);
+            for tap in 0..taps {
+                let row = ((taps - 1 - tap) * g.o + o0) * mb;
+                transpose_to(&tmp[tap * ob..], mb, ob, taps * ob, &mut dst[row..], mb);
             }
         }
     })
@@ -311,8 +330,7 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
                         if ih >= g.h {
                             continue; // a kernel row in the padding (wrapped when above)
                         }
-                        for ow0 in (0..g.ow).step_by(mk.cols) {
-                            let nn = mk.cols.min(g.ow - ow0);
+                        for (ow0, nn) in column_tiles(g.ow, mk.cols) {
                             let tile = &mut tiles[((oh - oh0) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
                             let rhs = &xp[(ih * pw + ow0 * g.stride.1) * g.c..][..(nn - 1) * step + run];
                             product(mk, (mb, nn, run, step), lhs, rhs, tile);
@@ -332,6 +350,22 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
 mod tests {
     use super::super::tests::{geom, naive_backward, naive_forward};
     use super::*;
+
+    #[test]
+    fn the_column_tiles_cover_a_row_once_without_a_tile_of_one_or_two_after_a_full_one() {
+        for ow in 1..=40 {
+            let tiles: Vec<(usize, usize)> = column_tiles(ow, 6).collect();
+            let mut next = 0;
+            for &(first, n) in &tiles {
+                assert!(first == next && (1..=6).contains(&n), "{ow} pixels: {tiles:?}");
+                next += n;
+            }
+            assert_eq!(next, ow, "{ow} pixels: {tiles:?}");
+            assert!(ow <= 2 || tiles.iter().all(|&(_, n)| n > 2), "{ow} pixels: {tiles:?}");
+        }
+        assert_eq!(column_tiles(7, 6).collect::<Vec<_>>(), [(0, 4), (4, 3)]);
+        assert_eq!(column_tiles(14, 6).collect::<Vec<_>>(), [(0, 6), (6, 4), (10, 4)]);
+    }
 
     #[test]
     fn the_implicit_forward_and_input_gradient_match_the_definition() {
