@@ -5,8 +5,11 @@
 //!
 //! The bias, added per channel and summed out of the gradient, is in `conv/bias.rs`.
 //!
-//! A forward with a single input channel runs the direct kernel of `conv/direct.rs` instead
-//! (an im2col of `kh·kw` rows makes a GEMM with an inner size of 25). The column matrix
+//! On machines with AVX-512, the forward and the stride-1 input gradient of most convolutions
+//! run as an implicit GEMM instead (`conv/implicit.rs`: the crate's microkernel on a
+//! channel-last copy of the image, no column matrix). A forward with a single input channel
+//! runs the direct kernel of `conv/direct.rs` (an im2col of `kh·kw` rows makes a GEMM with an
+//! inner size of 25). The column matrix
 //! ([`im2col`], [`col2im`]) is in `conv/cols.rs`; its rows are padded to whole vectors where
 //! the pixel count is not a multiple of 8 ([`ConvGeom::ld`]), and the weight gradient of a
 //! convolution with unit dilation unfolds its image pixel-major instead (`conv/rows.rs`), so
@@ -182,9 +185,10 @@ impl ConvGeom {
     /// One worker's scratch (of `parts`; `weight` for the weight gradient): one band's column
     /// matrix `[C·kh·kw, ld]` (none for a pointwise convolution) plus, for padded rows or
     /// bands, one group's `[O/groups, ld]` block, or the same for [`ConvGeom::group`] samples
-    /// side by side; or the direct kernel's padded plane, or the weight gradient's pixel-major
-    /// unfold (`conv/rows.rs`) with, for [`ConvGeom::weight_stack`] samples, their output
-    /// gradients side by side `[O, S·OH·OW]`, where that is larger.
+    /// side by side; or the direct kernel's padded plane, or the implicit GEMM's image and
+    /// tiles (`conv/implicit.rs`), or the weight gradient's pixel-major unfold
+    /// (`conv/rows.rs`) with, for [`ConvGeom::weight_stack`] samples, their output gradients
+    /// side by side `[O, S·OH·OW]`, where that is larger.
     fn unfold_len(&self, parts: usize, weight: bool) -> usize {
         let group = if weight { 1 } else { self.group(parts) };
         let cols = if group > 1 {
@@ -214,7 +218,8 @@ impl ConvGeom {
     }
     /// Floats of scratch for `parts` slices: a column matrix each, plus, for the weight
     /// gradient (`weight`), a partial sum `[O, C/groups, kh, kw]` for every slice after the
-    /// first. Saturates, so an impossible size fails the caller's allocation.
+    /// first, or, where the implicit GEMM runs the forward or the input gradient, its packed
+    /// weight. Saturates, so an impossible size fails the caller's allocation.
     pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
         let extra = if weight {
             (parts - 1).saturating_mul(self.o * self.kg())

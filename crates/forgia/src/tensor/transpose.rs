@@ -50,7 +50,10 @@ pub(crate) fn transpose_to(src: &[f32], rows: usize, cols: usize, ld: usize, dst
         return;
     }
     assert!((rows == 1 || ld >= cols) && (cols == 1 || ldd >= rows), "transpose_to: row stride below the row");
-    assert!(src.len() >= (rows - 1) * ld + cols && dst.len() >= (cols - 1) * ldd + rows, "transpose_to: slice too short");
+    assert!(
+        src.len() >= (rows - 1) * ld + cols && dst.len() >= (cols - 1) * ldd + rows,
+        "transpose_to: slice too short"
+    );
     for c0 in (0..cols).step_by(TILE) {
         let width = TILE.min(cols - c0);
         tile(src, rows, ld, c0, width, &mut dst[c0 * ldd..], ldd);
@@ -204,7 +207,8 @@ mod tests {
 
     #[test]
     fn a_transpose_into_a_wider_destination_leaves_the_floats_between_its_rows() {
-        for &(rows, cols, ld, ldd) in &[(1, 1, 1, 1), (9, 1, 4, 9), (1, 9, 9, 3), (17, 70, 75, 20), (32, 130, 130, 37)] {
+        for &(rows, cols, ld, ldd) in &[(1, 1, 1, 1), (9, 1, 4, 9), (1, 9, 9, 3), (17, 70, 75, 20), (32, 130, 130, 37)]
+        {
             let src: Vec<f32> = (0..(rows - 1) * ld + cols).map(|i| i as f32).collect();
             let mut dst = vec![-1.0; (cols - 1) * ldd + rows + 2];
             transpose_to(&src, rows, cols, ld, &mut dst, ldd);

@@ -1,24 +1,30 @@
-//! The forward as an implicit GEMM: the `gemm` crate's microkernel run by a driver of our own
-//! on the image where it lies, with no column matrix.
+//! Convolution as an implicit GEMM: the `gemm` crate's microkernel, run by a driver of our
+//! own on the image where it lies, with no column matrix. It runs the forward, and the input
+//! gradient of a stride-1 convolution as the forward of its transposed convolution (the
+//! output gradient convolved with the flipped kernel), on machines with AVX-512.
 //!
-//! The output channels are the microkernel's rows (a tile of 64 with AVX-512, from a weight
-//! packed once per call into panels `[C·kh·kw, 64]` in tap-major order, `(ki·kw + kj)·C + c`),
-//! and 6 output pixels of one output row its columns. With the image channel-last, the taps
+//! The output channels are the microkernel's rows (64 a tile, from the weight packed once per
+//! call into panels `[C·kh·kw, 64]` in tap-major order, `(ki·kw + kj)·C + c`), and up to 6
+//! output pixels of one output row its columns. With the image copied channel-last, the taps
 //! of one kernel row of a pixel are `kw·C` consecutive floats and the next pixel's start
-//! `stride·C` floats on, so each kernel row is one microkernel call reading the image in place
-//! (row stride 1, column stride `stride·C`), accumulating into a channel-last tile; the tiles
-//! of a band of output rows are then transposed into the output's `[O, OH·OW]`. Kernel rows
-//! that fall in the vertical padding are skipped; the horizontal padding is zero columns of
-//! the channel-last copy.
+//! `stride·C` floats on, so a kernel row of a tile is one microkernel call reading the image
+//! in place (row stride 1, column stride `stride·C`), adding to a channel-last tile. The
+//! driver runs a band of output rows kernel row by kernel row, so the kernel row's slab of the
+//! panel stays in the L2 across the band, then transposes the band's tiles into the output's
+//! `[O, OH·OW]`. Kernel rows that fall in the vertical padding are skipped; the horizontal
+//! padding is zero columns of the channel-last copy.
 //!
 //! Through im2col, the crate's rows were the pixels and its columns the output channels,
-//! which no tile of 6 divides (64 = 10·6 + 4), and every sample's column matrix was written
-//! once by im2col and copied again by the crate (docs/BENCHMARKS.md, session twenty-six).
+//! which no tile of 6 divides (64 = 10·6 + 4), and each sample's column matrix was written by
+//! im2col and copied again by the crate. Here ResNet-18's 3×3 forwards and stride-1 input
+//! gradients ran 5–15% faster, and its training step 8% (docs/BENCHMARKS.md, session
+//! twenty-six). A kernel row of few floats (the 7×7 stem over 3 channels) or a single tap
+//! (strided 1×1) stays on im2col, which ran those faster.
 
-use gemm_common::microkernel::MicroKernelFn;
 use super::{add_channel_bias, ConvGeom, ConvScratch};
 use crate::kernels::{for_each_with_scratch, split_len};
 use crate::tensor::transpose::{transpose, transpose_to};
+use gemm_common::microkernel::MicroKernelFn;
 
 /// The microkernel: `rows` output channels (whole vectors of `lanes`) by `cols` pixels.
 #[derive(Clone, Copy)]
@@ -63,7 +69,7 @@ fn runs(g: &ConvGeom) -> bool {
             && g.dil == (1, 1)
             && g.k.0 * g.k.1 > 1
             && g.k.1 * g.c >= MIN_RUN
-            && g.o % mk.lanes == 0
+            && g.o.is_multiple_of(mk.lanes)
             && g.image_len() > 0
             && g.cols_len() > 0
     })
@@ -271,7 +277,7 @@ pub(super) fn backward_data(
 /// `lhs` is `run` steps of `mb` floats, `rhs` `nn` runs of `run` floats `step` apart, `tile`
 /// `nn` columns of `mb` floats, `rows` apart (added to).
 fn product(mk: Micro, (mb, nn, run, step): (usize, usize, usize, usize), lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
-    assert!(mb % mk.lanes == 0 && (1..=mk.rows).contains(&mb) && (1..=mk.cols).contains(&nn));
+    assert!(mb.is_multiple_of(mk.lanes) && (1..=mk.rows).contains(&mb) && (1..=mk.cols).contains(&nn));
     assert!(lhs.len() >= run * mb && rhs.len() >= (nn - 1) * step + run && tile.len() >= (nn - 1) * mk.rows + mb);
     // SAFETY: the microkernel for `mb / lanes` vectors by `nn` columns (mk.pick's table, its
     // instruction set present: `micro`) reads `run` steps of `mb` floats of `lhs` (column
@@ -409,6 +415,6 @@ mod tests {
                 assert_eq!(gx, want_gx, "case {i}, {parts} parts: input gradient");
             }
         }
-        assert!(cases[6].oh % band_rows(&cases[6]) != 0, "a short last band");
+        assert!(!cases[6].oh.is_multiple_of(band_rows(&cases[6])), "a short last band");
     }
 }

@@ -8,8 +8,8 @@
 //! is (the product ran 13% faster on the main job's second layer, `docs/BENCHMARKS.md`).
 //!
 //! A row orders its taps one of two ways ([`Order`]). Tap-major, from a channel-last copy of
-//! the zero-padded image, each kernel row of a pixel is one run of `kw·C` consecutive floats,
-//! copied whole; the product's result is then in tap-major order too and is permuted into the
+//! the image, each kernel row of a pixel is one run of `kw·C` consecutive floats, copied
+//! whole, with zeros for the taps in the padding; the product's result is then in tap-major order too and is permuted into the
 //! weight's ([`to_weight_order`]), once per call. Channel-major (the weight's own order), each
 //! `(channel, kernel row)` is a run of `kw` floats of the padded image, written as whole
 //! 8-float copies (each one's extra floats overwritten by the next copy, the last one's
