@@ -6,7 +6,7 @@ Writes crates/forgia/tests/golden/conv.json, read by crates/forgia/tests/conv.rs
 tests only read the committed JSON; PyTorch is never needed to run them.
 
 The cases cover each path the kernels choose between: a single input channel (the main
-job's first layer), "same" convolutions whose output rows are as long as the input rows (one
+job's first layer), the implicit GEMM (16 channels), "same" convolutions whose output rows are as long as the input rows (one
 contiguous run per kernel tap, with and without dilation), unpadded and over-padded stride-1
 convolutions (row by row), strided and grouped ones, a 1x1, batch 1 and odd sizes.
 
@@ -53,6 +53,10 @@ conv("stride_2_pad_1", (2, 3, 7, 7), (2, 3, 3, 3), stride=2, padding=1)
 conv("groups_2_same", (2, 4, 5, 5), (4, 2, 3, 3), padding=1, groups=2)
 conv("pointwise_1x1", (2, 3, 3, 4), (5, 3, 1, 1), bias=False)
 conv("c1_stride_2_same", (2, 1, 8, 8), (3, 1, 5, 5), stride=2, padding=2)
+# The implicit GEMM (kernels/conv/implicit.rs, AVX-512): 16 input and output channels, a kernel
+# row of 4 taps (64 floats a microkernel call), so the forward and the stride-1 input gradient
+# both run there; rows of 5 pixels (no full tile of 6), vertical padding rows skipped.
+conv("implicit_16ch_2x4", (2, 16, 3, 6), (16, 16, 2, 4), padding=1)
 
 
 def main():
