@@ -23,6 +23,7 @@
 
 use super::{add_channel_bias, ConvGeom, ConvScratch};
 use crate::kernels::{for_each_with_scratch, split_len};
+use crate::parallel;
 use crate::tensor::transpose::{transpose, transpose_to};
 use gemm_common::microkernel::MicroKernelFn;
 
@@ -221,12 +222,16 @@ fn pad_columns<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32], xc: &mut [f32]) -
     let (c, pw, pl) = (g.c, padded_w(g), g.pad.1);
     let xc = &mut xc[..g.image_len()];
     transpose(x, c, g.h * g.w, g.h * g.w, xc);
-    let inside = g.w.min(pw.saturating_sub(pl)); // input columns some pixel reads
+    // The padding's columns that some pixel reads (all of them, unless a stride past the
+    // whole padded row leaves the output a single pixel reading padding only), then the input
+    // columns some pixel reads (all of them, unless a stride leaves the last ones unread).
+    let lead = pl.min(pw);
+    let inside = g.w.min(pw - lead);
     let xp = &mut xp[..g.h * pw * c];
     for (row, src) in xp.chunks_exact_mut(pw * c).zip(xc.chunks_exact(g.w * c)) {
-        row[..pl * c].fill(0.0);
-        row[pl * c..(pl + inside) * c].copy_from_slice(&src[..inside * c]);
-        row[(pl + inside) * c..].fill(0.0);
+        row[..lead * c].fill(0.0);
+        row[lead * c..(lead + inside) * c].copy_from_slice(&src[..inside * c]);
+        row[(lead + inside) * c..].fill(0.0);
     }
     xp
 }
@@ -244,6 +249,7 @@ pub(super) fn forward(
     unfold: usize,
 ) {
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
+    let _flush = parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     let parts = scratch.parts.max(1);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
     let mut bufs = split_len(work, parts, unfold);
@@ -266,6 +272,7 @@ pub(super) fn backward_data(
 ) {
     let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
+    let _flush = parallel::FlushDenormals::new();
     let parts = scratch.parts.max(1);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
     let mut bufs = split_len(work, parts, unfold);
@@ -381,7 +388,7 @@ mod tests {
         // (more than BAND_PIXELS pixels, a short last band), a stride that leaves input
         // columns unread, and a 7×7 sample (fewer pixels than a tile). The input gradient
         // runs here for the stride-1 ones padded less than their kernel with input channels
-        // in whole vectors.
+        // in whole vectors. Last, a stride past the padded row: one pixel of padding only.
         let cases = [
             ConvGeom { n: 3, o: 32, ..geom(32, (9, 9), (3, 3), (1, 1), (1, 1), (1, 1)) },
             ConvGeom { n: 2, o: 80, ..geom(48, (9, 13), (3, 3), (1, 1), (1, 1), (1, 1)) },
@@ -392,8 +399,9 @@ mod tests {
             ConvGeom { n: 1, o: 32, ..geom(32, (40, 30), (3, 3), (1, 1), (1, 1), (1, 1)) },
             ConvGeom { n: 2, o: 16, ..geom(33, (24, 23), (2, 2), (3, 3), (0, 0), (1, 1)) },
             ConvGeom { n: 3, o: 64, ..geom(64, (7, 7), (3, 3), (1, 1), (1, 1), (1, 1)) },
+            ConvGeom { n: 2, o: 16, ..geom(32, (3, 2), (2, 2), (20, 20), (4, 5), (1, 1)) },
         ];
-        let backward = [true, true, true, false, false, false, true, false, true];
+        let backward = [true, true, true, false, false, false, true, false, true, false];
         for (i, g) in cases.iter().enumerate() {
             assert_eq!(forward_applies(g), micro().is_some(), "case {i}");
             assert_eq!(backward_applies(g), micro().is_some() && backward[i], "case {i}");
@@ -416,5 +424,6 @@ mod tests {
             }
         }
         assert!(!cases[6].oh.is_multiple_of(band_rows(&cases[6])), "a short last band");
+        assert!(cases[9].pad.1 > padded_w(&cases[9]), "padding past the padded row");
     }
 }
