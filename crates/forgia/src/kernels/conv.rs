@@ -204,7 +204,7 @@ impl ConvGeom {
         let stack = if weight { self.weight_stack(parts) } else { 1 };
         let gy = if stack > 1 { self.o.saturating_mul(stack * self.ohw()) } else { 0 };
         let implicit = if weight { 0 } else { implicit::scratch_len(self) };
-        let rows = rows::scratch_len(self, rows::order(self), stack).saturating_add(gy);
+        let rows = rows::scratch_len(self, stack).saturating_add(gy);
         cols.max(direct::scratch_len(self)).max(rows).max(implicit)
     }
     /// The batch slices a call runs in parallel: one per worker thread for a big
@@ -445,15 +445,15 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
             // gw += gy · R band by band, R = the pixel-major unfold `[P, C·kh·kw]` of a band's
             // P pixels (`conv/rows.rs`) where it applies, else the band's im2col read
             // transposed.
-            let (pixel_major, order) = (rows::applies(g), rows::order(g));
-            let (r, xp) = cols.split_at_mut(if pixel_major { rows::band_len(g, order) } else { cols.len() });
-            let xp = if pixel_major { rows::pad(g, order, xn, xp) } else { &[] };
+            let pixel_major = rows::applies(g);
+            let (r, xp) = cols.split_at_mut(if pixel_major { rows::band_len(g) } else { cols.len() });
+            let xp = if pixel_major { rows::pad(g, xn, xp) } else { &[] };
             for band in bands(g) {
                 let (first, px) = (band.start * g.ow, band.len() * g.ow);
                 let accumulate = n > p * per || first > 0;
                 let ld = if pixel_major {
-                    rows::unfold(g, order, xp, r, band);
-                    rows::ld(g, order)
+                    rows::unfold(g, xp, r, band);
+                    rows::ld(g)
                 } else {
                     im2col(g, xn, r, px, band);
                     px

@@ -9,10 +9,10 @@
 //!
 //! A row orders its taps one of two ways ([`Order`]). Tap-major, from a channel-last copy of
 //! the image, each kernel row of a pixel is one run of `kw·C` consecutive floats, copied
-//! whole, with zeros for the taps in the padding; the product's result is then in tap-major order too and is permuted into the
-//! weight's ([`to_weight_order`]), once per call. Channel-major (the weight's own order), each
-//! `(channel, kernel row)` is a run of `kw` floats of the padded image, written as whole
-//! 8-float copies (each one's extra floats overwritten by the next copy, the last one's
+//! whole, with zeros for the taps in the padding; the product's result is then in tap-major
+//! order too and is permuted into the weight's ([`to_weight_order`]), once per call.
+//! Channel-major (the weight's own order), each `(channel, kernel row)` is a run of `kw`
+//! floats of the zero-padded image, written as whole 8-float copies (each one's extra floats overwritten by the next copy, the last one's
 //! falling into the row's padding): three useful floats a copy for a 3×3 kernel, which made
 //! the unfold 4.9% of W12's step (docs/BENCHMARKS.md, session twenty-five). Channel-major
 //! is kept where the permutation would cost about what it saves (few pixels in the batch per
@@ -65,11 +65,11 @@ pub(super) fn order(g: &ConvGeom) -> Order {
     }
 }
 
-/// The row stride of rows in `order`: `C·kh·kw` in whole vectors, plus, channel-major, room
-/// for the last copy's extra floats.
-pub(super) fn ld(g: &ConvGeom, order: Order) -> usize {
+/// The row stride: `C·kh·kw` in whole vectors, plus, channel-major, room for the last
+/// copy's extra floats.
+pub(super) fn ld(g: &ConvGeom) -> usize {
     let taps = g.c * g.k.0 * g.k.1;
-    match order {
+    match order(g) {
         Order::TapMajor => taps.next_multiple_of(RUN),
         Order::ChannelMajor => (taps + RUN - g.k.1).next_multiple_of(RUN),
     }
@@ -86,33 +86,32 @@ fn padded_h(g: &ConvGeom) -> usize {
     (g.oh - 1) * g.stride.0 + g.k.0
 }
 
-/// Floats of scratch for the rows (in `order`) of `stack` samples' bands side by side (one
-/// sample's band where `stack` is 1) and the image [`pad`] prepares: channel-major padded,
-/// tap-major a channel-last copy (0 where the path does not apply).
-pub(super) fn scratch_len(g: &ConvGeom, order: Order, stack: usize) -> usize {
+/// Floats of scratch for the rows of `stack` samples' bands side by side (one sample's band
+/// where `stack` is 1) and the image [`pad`] prepares: channel-major padded, tap-major a
+/// channel-last copy (0 where the path does not apply).
+pub(super) fn scratch_len(g: &ConvGeom, stack: usize) -> usize {
     if !applies(g) {
         return 0;
     }
-    let image = match order {
+    let image = match order(g) {
         Order::ChannelMajor => g.c.saturating_mul(padded_h(g)).saturating_mul(padded_w(g)),
         Order::TapMajor => g.c.saturating_mul(g.h).saturating_mul(g.w),
     };
-    band_len(g, order).saturating_mul(stack).saturating_add(image)
+    band_len(g).saturating_mul(stack).saturating_add(image)
 }
 
-/// Floats of one band's rows in `order` (`ConvGeom::band_rows` output rows of `OW` pixels,
-/// [`ld`] each).
-pub(super) fn band_len(g: &ConvGeom, order: Order) -> usize {
-    g.band_rows().saturating_mul(g.ow).saturating_mul(ld(g, order))
+/// Floats of one band's rows (`ConvGeom::band_rows` output rows of `OW` pixels, `ld` each).
+pub(super) fn band_len(g: &ConvGeom) -> usize {
+    g.band_rows().saturating_mul(g.ow).saturating_mul(ld(g))
 }
 
 /// Copies one image `x [C, H, W]` into `xp` (the rest of [`scratch_len`] after the rows) as
-/// [`unfold`] reads it in `order`, and returns that copy: channel-major `[C, ph, pw]` with the
-/// zero padding, tap-major channel-last `[H, W, C]` (the unfold writes the padding's zeros
-/// itself).
-pub(super) fn pad<'a>(g: &ConvGeom, order: Order, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
+/// [`unfold`] reads it in the [`order`] of `g`, and returns that copy: channel-major
+/// `[C, ph, pw]` with the zero padding, tap-major channel-last `[H, W, C]` (the unfold writes
+/// the padding's zeros itself).
+pub(super) fn pad<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32]) -> &'a [f32] {
     let hw = g.h * g.w;
-    if order == Order::TapMajor {
+    if order(g) == Order::TapMajor {
         let xc = &mut xp[..g.c * hw];
         transpose(x, g.c, hw, hw, xc);
         return xc;
@@ -132,12 +131,12 @@ pub(super) fn pad<'a>(g: &ConvGeom, order: Order, x: &[f32], xp: &'a mut [f32]) 
     xp
 }
 
-/// Unfolds the output rows `band` of the padded image `xp` ([`pad`] in the same `order`)
-/// into `rows [P, ld]` (`P = band.len()·OW` pixels), row `p` holding the taps of the band's
-/// pixel `p` in `order` (zeros where padded; the floats after `C·kh·kw` are left unspecified).
-pub(super) fn unfold(g: &ConvGeom, order: Order, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
+/// Unfolds the output rows `band` of the image `xp` as [`pad`] copied it into `rows [P, ld]`
+/// (`P = band.len()·OW` pixels), row `p` holding the taps of the band's pixel `p` in the
+/// [`order`] of `g` (zeros where padded; the floats after `C·kh·kw` are left unspecified).
+pub(super) fn unfold(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
     assert!(band.end <= g.oh, "unfold: band past the output");
-    match order {
+    match order(g) {
         Order::ChannelMajor => unfold_channel_major(g, xp, rows, band),
         Order::TapMajor => unfold_tap_major(g, xp, rows, band),
     }
@@ -149,7 +148,7 @@ pub(super) fn unfold(g: &ConvGeom, order: Order, xp: &[f32], rows: &mut [f32], b
 fn unfold_tap_major(g: &ConvGeom, xc: &[f32], rows: &mut [f32], band: Range<usize>) {
     let (c, kw, (sh, sw), (pt, pl)) = (g.c, g.k.1, g.stride, g.pad);
     let first = band.start * g.ow;
-    for (i, row) in rows.chunks_exact_mut(ld(g, Order::TapMajor)).take(band.len() * g.ow).enumerate() {
+    for (i, row) in rows.chunks_exact_mut(ld(g)).take(band.len() * g.ow).enumerate() {
         let (oh, ow) = ((first + i) / g.ow, (first + i) % g.ow);
         // The kernel columns `lo..hi` fall inside the image: input column `ow·sw - pl + kj`.
         let left = ow * sw;
@@ -171,7 +170,7 @@ fn unfold_tap_major(g: &ConvGeom, xc: &[f32], rows: &mut [f32], band: Range<usiz
 
 /// [`unfold`] channel-major, in 8-float copies.
 fn unfold_channel_major(g: &ConvGeom, xp: &[f32], rows: &mut [f32], band: Range<usize>) {
-    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g, Order::ChannelMajor), g.k.1);
+    let (ph, pw, ld, kw) = (padded_h(g), padded_w(g), ld(g), g.k.1);
     let xp = &xp[..g.c * ph * pw];
     // Every copy below reads inside `xp`: the last one of the last pixel starts at
     // ((C - 1)·ph + (OH - 1)·sh + kh - 1)·pw + (OW - 1)·sw and ends RUN floats later, within
@@ -238,13 +237,12 @@ mod tests {
             geoms.iter().flat_map(|g| [ConvGeom { n: 16, ..*g }, ConvGeom { o: g.oh * g.ow, ..*g }]).enumerate()
         {
             assert!(applies(&g), "geometry {i}");
-            let order = order(&g);
-            let tap_major = order == Order::TapMajor;
+            let tap_major = order(&g) == Order::TapMajor;
             assert_eq!(tap_major, i % 2 == 0 || g.k == (1, 1), "geometry {i}");
             let x: Vec<f32> = (0..g.c * g.h * g.w).map(|v| v as f32 + 1.0).collect();
-            let mut buf = vec![f32::NAN; scratch_len(&g, order, 1)];
-            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(&g, order));
-            unfold(&g, order, pad(&g, order, &x, xp), rows, 0..g.oh);
+            let mut buf = vec![f32::NAN; scratch_len(&g, 1)];
+            let (rows, xp) = buf.split_at_mut(g.oh * g.ow * ld(&g));
+            unfold(&g, pad(&g, &x, xp), rows, 0..g.oh);
             for p in 0..g.oh * g.ow {
                 let (oh, ow) = (p / g.ow, p % g.ow);
                 for (c, ki, kj) in
@@ -255,7 +253,7 @@ mod tests {
                     let inside = (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
                     let want = if inside { x[(c * g.h + ih as usize) * g.w + iw as usize] } else { 0.0 };
                     let at = if tap_major { (ki * g.k.1 + kj) * g.c + c } else { (c * g.k.0 + ki) * g.k.1 + kj };
-                    assert_eq!(rows[p * ld(&g, order) + at], want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
+                    assert_eq!(rows[p * ld(&g) + at], want, "geometry {i}, pixel {p}, tap {c} {ki} {kj}");
                 }
             }
         }

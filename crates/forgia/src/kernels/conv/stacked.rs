@@ -24,7 +24,7 @@ pub(super) fn partial(
     samples: Range<usize>,
     stack: usize,
 ) {
-    let (og, kg, ohw, il, cl, ld) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len(), rows::ld(g, rows::order(g)));
+    let (og, kg, ohw, il, cl, ld) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len(), rows::ld(g));
     let (r, rest) = cols.split_at_mut(stack * ohw * ld);
     let (gy, xp) = rest.split_at_mut(g.o * stack * ohw);
     for first in samples.clone().step_by(stack) {
@@ -32,8 +32,8 @@ pub(super) fn partial(
         let k = count * ohw;
         for s in 0..count {
             let n = first + s;
-            let image = rows::pad(g, rows::order(g), &x[n * il..][..il], xp);
-            rows::unfold(g, rows::order(g), image, &mut r[s * ohw * ld..], 0..g.oh);
+            let image = rows::pad(g, &x[n * il..][..il], xp);
+            rows::unfold(g, image, &mut r[s * ohw * ld..], 0..g.oh);
             for (o, dst) in gy.chunks_exact_mut(k).take(g.o).enumerate() {
                 dst[s * ohw..][..ohw].copy_from_slice(&y[n * cl + o * ohw..][..ohw]);
             }
