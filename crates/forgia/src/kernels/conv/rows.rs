@@ -12,12 +12,12 @@
 //! whole, with zeros for the taps in the padding; the product's result is then in tap-major
 //! order too and is permuted into the weight's ([`to_weight_order`]), once per call.
 //! Channel-major (the weight's own order), each `(channel, kernel row)` is a run of `kw`
-//! floats of the zero-padded image, written as whole 8-float copies (each one's extra floats overwritten by the next copy, the last one's
-//! falling into the row's padding): three useful floats a copy for a 3×3 kernel, which made
-//! the unfold 4.9% of W12's step (docs/BENCHMARKS.md, session twenty-five). Channel-major
-//! is kept where the permutation would cost about what it saves (few pixels in the batch per
-//! output channel: ResNet's 14×14 and 7×7 layers) and for grouped convolutions (a group's
-//! taps would not be one run).
+//! floats of the zero-padded image, written as whole 8-float copies (each one's extra floats
+//! overwritten by the next copy, the last one's falling into the row's padding): three useful
+//! floats a copy for a 3×3 kernel, which made the unfold 4.9% of W12's step
+//! (docs/BENCHMARKS.md, session twenty-five). Channel-major is kept where the permutation
+//! would cost about what it saves (few pixels in the batch per output channel: ResNet's
+//! 14×14 and 7×7 layers) and for grouped convolutions (a group's taps would not be one run).
 
 use std::ops::Range;
 
