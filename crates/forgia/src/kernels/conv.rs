@@ -7,7 +7,8 @@
 //!
 //! On machines with AVX-512, the forward and the stride-1 input gradient of most convolutions
 //! run as an implicit GEMM instead (`conv/implicit.rs`: the crate's microkernel on a
-//! channel-last copy of the image, no column matrix). A forward with a single input channel
+//! channel-last copy of the image, no column matrix), and so does the weight gradient of
+//! stride-1 convolutions on large images (`conv/implicit_weight.rs`). A forward with a single input channel
 //! runs the direct kernel of `conv/direct.rs` (an im2col of `kh·kw` rows makes a GEMM with an
 //! inner size of 25). The column matrix
 //! ([`im2col`], [`col2im`]) is in `conv/cols.rs`; its rows are padded to whole vectors where
@@ -30,6 +31,7 @@ mod cols;
 mod direct;
 mod group;
 mod implicit;
+mod implicit_weight;
 mod rows;
 mod stacked;
 
@@ -203,7 +205,7 @@ impl ConvGeom {
         };
         let stack = if weight { self.weight_stack(parts) } else { 1 };
         let gy = if stack > 1 { self.o.saturating_mul(stack * self.ohw()) } else { 0 };
-        let implicit = if weight { 0 } else { implicit::scratch_len(self) };
+        let implicit = if weight { implicit_weight::scratch_len(self) } else { implicit::scratch_len(self) };
         let rows = rows::scratch_len(self, stack).saturating_add(gy);
         cols.max(direct::scratch_len(self)).max(rows).max(implicit)
     }
@@ -301,8 +303,7 @@ pub(crate) fn forward(
         return; // no output channels or no output pixels: nothing to write
     }
     if implicit::forward_applies(g) {
-        let unfold = g.unfold_len(scratch.parts.max(1), false);
-        return implicit::forward(g, x, w, bias, y, scratch, unfold);
+        return implicit::forward(g, x, w, bias, y, scratch);
     }
     let group = g.group(scratch.parts);
     if group > 1 {
@@ -364,8 +365,7 @@ pub(crate) fn backward_data(
         return; // no input channels or no input pixels: nothing to write
     }
     if implicit::backward_applies(g) {
-        let unfold = g.unfold_len(scratch.parts.max(1), false);
-        return implicit::backward_data(g, y, w, bias, x, scratch, unfold);
+        return implicit::backward_data(g, y, w, bias, x, scratch);
     }
     let group = g.group(scratch.parts);
     if group > 1 {
@@ -415,7 +415,7 @@ pub(crate) fn backward_data(
 /// into the zeroed `gw`. The batch is split into `scratch.parts` slices, each accumulating its
 /// own partial sum (the first into `gw`, the others into the zeroed scratch), then added in
 /// slice order, and the sum put in the weight's order where the rows were tap-major
-/// (`conv/rows.rs`).
+/// (`conv/rows.rs`) or the implicit GEMM ran it (`conv/implicit_weight.rs`).
 pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32], scratch: ConvScratch<'_>) {
     let (og, kg, ohw, il, cl) = (g.og(), g.kg(), g.ohw(), g.image_len(), g.cols_len());
     let parts = scratch.parts.max(1);
@@ -429,6 +429,9 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     let stack = g.weight_stack(parts);
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
         let samples = p * per..((p + 1) * per).min(g.n);
+        if implicit_weight::applies(g) {
+            return implicit_weight::partial(g, x, y, gw, cols, samples);
+        }
         if stack > 1 {
             return stacked::partial(g, x, y, gw, cols, samples, stack);
         }
@@ -485,7 +488,11 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
             }
         }
     }
-    rows::to_weight_order(g, gw, &mut *cols[0]);
+    if implicit_weight::applies(g) {
+        implicit_weight::to_weight_order(g, gw, &mut *cols[0]);
+    } else {
+        rows::to_weight_order(g, gw, &mut *cols[0]);
+    }
 }
 
 #[cfg(test)]

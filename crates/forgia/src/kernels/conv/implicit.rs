@@ -29,10 +29,10 @@ use gemm_common::microkernel::MicroKernelFn;
 
 /// The microkernel: `rows` output channels (whole vectors of `lanes`) by `cols` pixels.
 #[derive(Clone, Copy)]
-struct Micro {
-    lanes: usize,
-    rows: usize,
-    cols: usize,
+pub(super) struct Micro {
+    pub(super) lanes: usize,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
     /// The kernel for `vectors` vectors of rows (1-based: index `vectors - 1`) by `cols`
     /// columns (index `cols - 1`).
     pick: fn(usize, usize) -> MicroKernelFn<f32>,
@@ -40,7 +40,7 @@ struct Micro {
 
 /// The microkernel this machine runs, if the driver has one for it (AVX-512 only: the AVX2
 /// kernel's 16 × 4 tile was not measured here).
-fn micro() -> Option<Micro> {
+pub(super) fn micro() -> Option<Micro> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         return Some(Micro {
@@ -115,7 +115,7 @@ fn padded_w(g: &ConvGeom) -> usize {
 /// and the two split evenly (7 = 4 + 3, 14 = 6 + 4 + 4): a kernel of one column reads as many
 /// weights per step as a full one for a sixth of its work, and at 7×7 the 1-pixel tiles took
 /// a fifth of the time (docs/BENCHMARKS.md, session twenty-six).
-fn column_tiles(ow: usize, cols: usize) -> impl Iterator<Item = (usize, usize)> {
+pub(super) fn column_tiles(ow: usize, cols: usize) -> impl Iterator<Item = (usize, usize)> {
     let (full, rest) = (ow / cols, ow % cols);
     let split = full > 0 && rest > 0 && rest <= 2;
     let plain = if split { full - 1 } else { full };
@@ -237,8 +237,8 @@ fn pad_columns<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32], xc: &mut [f32]) -
 }
 
 /// `y[n] = W · x[n] (+ bias)` for a convolution [`forward_applies`] takes; `scratch` as
-/// [`ConvGeom::scratch_len`] gives it (the workers' `unfold` floats each, then
-/// [`weight_len`] floats).
+/// [`ConvGeom::scratch_len`] gives it (the workers' [`ConvGeom::unfold_len`] floats each,
+/// then [`weight_len`] floats).
 pub(super) fn forward(
     g: &ConvGeom,
     x: &[f32],
@@ -246,11 +246,11 @@ pub(super) fn forward(
     bias: Option<&[f32]>,
     y: &mut [f32],
     scratch: ConvScratch<'_>,
-    unfold: usize,
 ) {
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
     let _flush = parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     let parts = scratch.parts.max(1);
+    let unfold = g.unfold_len(parts, false);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
     let mut bufs = split_len(work, parts, unfold);
     pack_forward(g, mk.rows, w, wp, &mut bufs);
@@ -268,42 +268,54 @@ pub(super) fn backward_data(
     bias: Option<&[f32]>,
     x: &mut [f32],
     scratch: ConvScratch<'_>,
-    unfold: usize,
 ) {
     let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
     let _flush = parallel::FlushDenormals::new();
     let parts = scratch.parts.max(1);
+    let unfold = g.unfold_len(parts, false);
     let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
     let mut bufs = split_len(work, parts, unfold);
     pack_backward(g, &t, mk.rows, w, wp, &mut bufs);
     run(&t, mk, y, wp, bias, x, &mut bufs);
 }
 
-/// `tile (+)= lhs · rhs` by the microkernel for `mb` rows (whole vectors) by `nn` columns:
-/// `lhs` is `run` steps of `mb` floats, `rhs` `nn` runs of `run` floats `step` apart, `tile`
-/// `nn` columns of `mb` floats, `rows` apart (added to).
-fn product(mk: Micro, (mb, nn, run, step): (usize, usize, usize, usize), lhs: &[f32], rhs: &[f32], tile: &mut [f32]) {
-    assert!(mb.is_multiple_of(mk.lanes) && (1..=mk.rows).contains(&mb) && (1..=mk.cols).contains(&nn));
-    assert!(lhs.len() >= run * mb && rhs.len() >= (nn - 1) * step + run && tile.len() >= (nn - 1) * mk.rows + mb);
-    // SAFETY: the microkernel for `mb / lanes` vectors by `nn` columns (mk.pick's table, its
-    // instruction set present: `micro`) reads `run` steps of `mb` floats of `lhs` (column
-    // stride mb) and of `nn` floats of `rhs` (row stride 1, column stride `step`), and
-    // writes `mb × nn` floats of `tile` (row stride 1, column stride `rows`), all inside the
-    // slices by the assertions above. Alpha 1 (status 1) adds to the tile.
+/// `dst += lhs · rhs` by the microkernel for `m` rows (whole vectors) by `n` columns over `k`
+/// steps: `lhs` holds `m` consecutive floats a step (`lhs_cs` apart), `rhs` element
+/// `(step, j)` is at `step·rs + j·cs` of its slice, `dst` element `(i, j)` at `i·rs + j·cs`
+/// of its (operands as `(slice, strides)`).
+pub(super) fn product(
+    mk: Micro,
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_rs, dst_cs): (&mut [f32], usize, usize),
+    (lhs, lhs_cs): (&[f32], usize),
+    (rhs, rhs_rs, rhs_cs): (&[f32], usize, usize),
+) {
+    assert!(m.is_multiple_of(mk.lanes) && (1..=mk.rows).contains(&m) && (1..=mk.cols).contains(&n) && k > 0);
+    assert!(
+        dst.len() > (m - 1) * dst_rs + (n - 1) * dst_cs
+            && lhs.len() >= (k - 1) * lhs_cs + m
+            && rhs.len() > (k - 1) * rhs_rs + (n - 1) * rhs_cs,
+        "implicit product: operand past its slice"
+    );
+    // SAFETY: the microkernel for `m / lanes` vectors by `n` columns (mk.pick's table, its
+    // instruction set present: `micro`) reads `k` steps of `m` floats of `lhs` (`lhs_cs`
+    // apart) and of `n` floats of `rhs` at the given strides, and adds to the `m × n` floats
+    // of `dst` at the given strides (alpha 1, status 1), all inside the slices by the
+    // assertions above.
     unsafe {
-        (mk.pick)(mb / mk.lanes - 1, nn - 1)(
-            mb,
-            nn,
-            run,
-            tile.as_mut_ptr(),
+        (mk.pick)(m / mk.lanes - 1, n - 1)(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
             lhs.as_ptr(),
             rhs.as_ptr(),
-            mk.rows as isize,
-            1,
-            mb as isize,
-            1,
-            step as isize,
+            dst_cs as isize,
+            dst_rs as isize,
+            lhs_cs as isize,
+            rhs_rs as isize,
+            rhs_cs as isize,
             1.0,
             1.0,
             1,
@@ -346,7 +358,7 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
                         for (ow0, nn) in column_tiles(g.ow, mk.cols) {
                             let tile = &mut tiles[((oh - oh0) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
                             let rhs = &xp[(ih * pw + ow0 * g.stride.1) * g.c..][..(nn - 1) * step + run];
-                            product(mk, (mb, nn, run, step), lhs, rhs, tile);
+                            product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
                         }
                     }
                 }
