@@ -25,7 +25,8 @@ const MIN_CHANNELS: usize = 16;
 
 /// True when the weight gradient of `g` runs here: a microkernel for this machine, one group,
 /// stride and dilation 1, more than one tap, output channels in whole vectors, at least
-/// [`MIN_CHANNELS`] input channels, and a grid of at least [`MIN_GRID`] pixels.
+/// [`MIN_CHANNELS`] input channels, a grid of at least [`MIN_GRID`] pixels, and no empty
+/// image or output (whose rows the copies could not be cut into).
 pub(super) fn applies(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
         g.groups == 1
@@ -34,6 +35,8 @@ pub(super) fn applies(g: &ConvGeom) -> bool {
             && g.k.0 * g.k.1 > 1
             && g.o.is_multiple_of(mk.lanes)
             && g.c >= MIN_CHANNELS
+            && g.image_len() > 0
+            && g.cols_len() > 0
             && g.oh.saturating_mul(padded_w(g)) >= MIN_GRID
     })
 }
@@ -167,5 +170,8 @@ mod tests {
         }
         assert!(chunk_rows(&cases[4]) < cases[4].oh && !cases[4].oh.is_multiple_of(chunk_rows(&cases[4])));
         assert!(!applies(&ConvGeom { n: 2, o: 32, ..geom(1, (28, 28), (3, 3), (1, 1), (0, 0), (1, 1)) }));
+        // An image of width 0, padded: 600 output rows of no pixels, a grid of 1200.
+        let empty = ConvGeom { n: 1, o: 16, ..geom(16, (600, 0), (3, 3), (1, 1), (1, 1), (1, 1)) };
+        assert!(empty.oh * padded_w(&empty) >= MIN_GRID && !applies(&empty));
     }
 }
