@@ -373,7 +373,7 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{geom, naive_backward, naive_forward};
+    use super::super::tests::{check_activation_maps, geom};
     use super::*;
 
     #[test]
@@ -417,22 +417,8 @@ mod tests {
         for (i, g) in cases.iter().enumerate() {
             assert_eq!(forward_applies(g), micro().is_some(), "case {i}");
             assert_eq!(backward_applies(g), micro().is_some() && backward[i], "case {i}");
-            let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-            let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-            let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
-            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
-            let cb: Vec<f32> = (0..g.c).map(|v| v as f32 - 1.0).collect();
-            let (gx_def, _) = naive_backward(g, &x, &w, &gy);
-            let want_gx: Vec<f32> = gx_def.iter().enumerate().map(|(j, v)| v + cb[j / (g.h * g.w) % g.c]).collect();
-            let want = naive_forward(g, &x, &w, &b);
             for parts in [1, 2] {
-                let mut buf = vec![f32::NAN; g.scratch_len(parts, false)];
-                let mut y = vec![f32::NAN; g.n * g.cols_len()];
-                super::super::forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
-                assert_eq!(y, want, "case {i}, {parts} parts: forward");
-                let mut gx = vec![f32::NAN; x.len()];
-                super::super::backward_data(g, &gy, &w, Some(&cb), &mut gx, ConvScratch { parts, buf: &mut buf });
-                assert_eq!(gx, want_gx, "case {i}, {parts} parts: input gradient");
+                check_activation_maps(g, parts, &format!("case {i}, {parts} parts"));
             }
         }
         assert!(!cases[6].oh.is_multiple_of(band_rows(&cases[6])), "a short last band");

@@ -41,7 +41,7 @@ fn naive_im2col(g: &ConvGeom, x: &[f32]) -> Vec<f32> {
 }
 
 /// The forward by its definition.
-pub(super) fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
     let (og, cg) = (g.o / g.groups, g.c / g.groups);
     let mut y = vec![0.0; g.n * g.cols_len()];
     for n in 0..g.n {
@@ -277,6 +277,26 @@ fn products_band_by_band_match_the_definition() {
     }
 }
 
+/// Runs the forward (with a bias) and the input gradient (with a bias per input channel, as
+/// conv_transpose2d's forward has) of `g` on `parts` workers over small integers, whose sums
+/// are exact in any order, and asserts both equal the definition.
+pub(super) fn check_activation_maps(g: &ConvGeom, parts: usize, what: &str) {
+    let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
+    let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+    let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+    let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+    let cb: Vec<f32> = (0..g.c).map(|v| v as f32 - 1.0).collect();
+    let (gx_def, _) = naive_backward(g, &x, &w, &gy);
+    let want_gx: Vec<f32> = gx_def.iter().enumerate().map(|(j, v)| v + cb[j / (g.h * g.w) % g.c]).collect();
+    let mut buf = vec![f32::NAN; g.scratch_len(parts, false)];
+    let mut y = vec![f32::NAN; g.n * g.cols_len()];
+    forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
+    assert_eq!(y, naive_forward(g, &x, &w, &b), "{what}: forward");
+    let mut gx = vec![f32::NAN; x.len()];
+    backward_data(g, &gy, &w, Some(&cb), &mut gx, ConvScratch { parts, buf: &mut buf });
+    assert_eq!(gx, want_gx, "{what}: input gradient");
+}
+
 #[test]
 fn products_of_several_samples_match_the_definition() {
     // Samples of fewer pixels than one kernel tile: ResNet's last stage (7x7, here with fewer
@@ -289,25 +309,11 @@ fn products_of_several_samples_match_the_definition() {
     ];
     let mut short = 0;
     for (i, g) in cases.iter().enumerate() {
-        let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-        let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-        let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
-        let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
-        // The input gradient with a bias per input channel (conv_transpose2d's forward).
-        let cb: Vec<f32> = (0..g.c).map(|v| v as f32 - 1.0).collect();
-        let (gx_def, _) = naive_backward(g, &x, &w, &gy);
-        let want_gx: Vec<f32> = gx_def.iter().enumerate().map(|(j, v)| v + cb[j / (g.h * g.w) % g.c]).collect();
         for parts in [1, 2] {
             let group = g.group(parts);
             assert!(group > 1, "case {i}, {parts} parts: {group} samples a product");
             short += usize::from(g.n % group != 0);
-            let mut buf = vec![f32::NAN; g.scratch_len(parts, false)];
-            let mut y = vec![f32::NAN; g.n * g.cols_len()];
-            forward(g, &x, &w, Some(&b), &mut y, ConvScratch { parts, buf: &mut buf });
-            assert_eq!(y, naive_forward(g, &x, &w, &b), "case {i}, {parts} parts: forward");
-            let mut gx = vec![f32::NAN; x.len()];
-            backward_data(g, &gy, &w, Some(&cb), &mut gx, ConvScratch { parts, buf: &mut buf });
-            assert_eq!(gx, want_gx, "case {i}, {parts} parts: data gradient");
+            check_activation_maps(g, parts, &format!("case {i}, {parts} parts"));
         }
     }
     assert!(short >= 3, "only {short} batches ended in a short group");
