@@ -171,7 +171,8 @@ mod tests {
         assert!(chunk_rows(&cases[4]) < cases[4].oh && !cases[4].oh.is_multiple_of(chunk_rows(&cases[4])));
         assert!(!applies(&ConvGeom { n: 2, o: 32, ..geom(1, (28, 28), (3, 3), (1, 1), (0, 0), (1, 1)) }));
         // An image of width 0, padded: 600 output rows of no pixels, a grid of 1200.
-        let empty = ConvGeom { n: 1, o: 16, ..geom(16, (600, 0), (3, 3), (1, 1), (1, 1), (1, 1)) };
+        let empty =
+            ConvGeom { w: 0, ow: 0, ..ConvGeom { n: 1, o: 16, ..geom(16, (600, 4), (3, 3), (1, 1), (1, 1), (1, 1)) } };
         assert!(empty.oh * padded_w(&empty) >= MIN_GRID && !applies(&empty));
     }
 }
