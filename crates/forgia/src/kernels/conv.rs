@@ -8,10 +8,10 @@
 //! On machines with AVX-512, the forward and the stride-1 input gradient of most convolutions
 //! run as an implicit GEMM instead (`conv/implicit.rs`: the crate's microkernel on a
 //! channel-last copy of the image, no column matrix), and so does the weight gradient of
-//! stride-1 convolutions on large images (`conv/implicit_weight.rs`). A forward with a single input channel
-//! runs the direct kernel of `conv/direct.rs` (an im2col of `kh·kw` rows makes a GEMM with an
-//! inner size of 25). The column matrix
-//! ([`im2col`], [`col2im`]) is in `conv/cols.rs`; its rows are padded to whole vectors where
+//! stride-1 convolutions on large images (`conv/implicit_weight.rs`). A forward with a single
+//! input channel runs the direct kernel of `conv/direct.rs` (an im2col of `kh·kw` rows makes a
+//! GEMM with an inner size of 25). The column matrix ([`im2col`], [`col2im`]) is in
+//! `conv/cols.rs`; its rows are padded to whole vectors where
 //! the pixel count is not a multiple of 8 ([`ConvGeom::ld`]), and the weight gradient of a
 //! convolution with unit dilation unfolds its image pixel-major instead (`conv/rows.rs`), so
 //! that the `gemm` crate reads every large operand in place rather than copying it first.
@@ -426,10 +426,10 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
     let per = g.n.div_ceil(parts);
     let (cols, sums) = scratch.buf.split_at_mut(parts * unfold);
     sums.fill(0.0); // a slice with no samples adds nothing
-    let stack = g.weight_stack(parts);
+    let (stack, implicit) = (g.weight_stack(parts), implicit_weight::applies(g));
     let partial = |p: usize, gw: &mut [f32], cols: &mut [f32]| {
         let samples = p * per..((p + 1) * per).min(g.n);
-        if implicit_weight::applies(g) {
+        if implicit {
             return implicit_weight::partial(g, x, y, gw, cols, samples);
         }
         if stack > 1 {
@@ -488,7 +488,7 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
             }
         }
     }
-    if implicit_weight::applies(g) {
+    if implicit {
         implicit_weight::to_weight_order(g, gw, &mut *cols[0]);
     } else {
         rows::to_weight_order(g, gw, &mut *cols[0]);

@@ -17,7 +17,7 @@
 //! Through im2col, the crate's rows were the pixels and its columns the output channels,
 //! which no tile of 6 divides (64 = 10·6 + 4), and each sample's column matrix was written by
 //! im2col and copied again by the crate. Here ResNet-18's 3×3 forwards and stride-1 input
-//! gradients ran 5–15% faster, and its training step 8% (docs/BENCHMARKS.md, session
+//! gradients ran 7–23% faster, and its training step 8% (docs/BENCHMARKS.md, session
 //! twenty-six). A kernel row of few floats (the 7×7 stem over 3 channels) or a single tap
 //! (strided 1×1) stays on im2col, which ran those faster.
 
@@ -54,6 +54,7 @@ pub(super) fn micro() -> Option<Micro> {
 }
 
 /// Output pixels per band: the tiles of one band are transposed into the output together.
+/// 128 and 512 were no faster at 56² and 28² (docs/BENCHMARKS.md, session twenty-six).
 const BAND_PIXELS: usize = 256;
 
 /// The fewest floats one microkernel call sums over (`kw·C`, a kernel row of a pixel): ResNet's
@@ -61,10 +62,10 @@ const BAND_PIXELS: usize = 256;
 /// through im2col (docs/BENCHMARKS.md, session twenty-six).
 const MIN_RUN: usize = 64;
 
-/// True when the convolution `g` (image → columns) can run here: a microkernel for this
-/// machine, one group, unit dilation, a kernel of more than one tap with at least
-/// [`MIN_RUN`] floats a kernel row, and output channels in whole vectors.
-fn runs(g: &ConvGeom) -> bool {
+/// True when the forward of `g` (image → columns) runs here: a microkernel for this machine,
+/// one group, unit dilation, a kernel of more than one tap with at least [`MIN_RUN`] floats a
+/// kernel row, and output channels in whole vectors.
+pub(super) fn forward_applies(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
         g.groups == 1
             && g.dil == (1, 1)
@@ -93,15 +94,10 @@ fn transposed(g: &ConvGeom) -> Option<ConvGeom> {
     })
 }
 
-/// True when the forward of `g` runs here (see [`runs`]).
-pub(super) fn forward_applies(g: &ConvGeom) -> bool {
-    runs(g)
-}
-
 /// True when the input gradient of `g` runs here, as the forward of the transposed
-/// convolution (see [`runs`]): stride 1, and the padding at most the kernel less one.
+/// convolution ([`forward_applies`]): stride 1, and the padding at most the kernel less one.
 pub(super) fn backward_applies(g: &ConvGeom) -> bool {
-    g.dil == (1, 1) && transposed(g).is_some_and(|t| runs(&t))
+    g.dil == (1, 1) && transposed(g).is_some_and(|t| forward_applies(&t))
 }
 
 /// Columns of the channel-last image copy: every column a pixel's taps read,
@@ -216,24 +212,34 @@ fn pack_backward(g: &ConvGeom, t: &ConvGeom, rows: usize, w: &[f32], wp: &mut [f
     })
 }
 
-/// Copies the image `x [C, H, W]` channel-last into `xp [H, pw, C]`, column `iw + pl` holding
-/// input column `iw` and zeros in the padding columns, through `xc` (`[H, W, C]`).
-fn pad_columns<'a>(g: &ConvGeom, x: &[f32], xp: &'a mut [f32], xc: &mut [f32]) -> &'a [f32] {
-    let (c, pw, pl) = (g.c, padded_w(g), g.pad.1);
-    let xc = &mut xc[..g.image_len()];
-    transpose(x, c, g.h * g.w, g.h * g.w, xc);
-    // The padding's columns that some pixel reads (all of them, unless a stride past the
-    // whole padded row leaves the output a single pixel reading padding only), then the input
-    // columns some pixel reads (all of them, unless a stride leaves the last ones unread).
-    let lead = pl.min(pw);
-    let inside = g.w.min(pw - lead);
-    let xp = &mut xp[..g.h * pw * c];
-    for (row, src) in xp.chunks_exact_mut(pw * c).zip(xc.chunks_exact(g.w * c)) {
+/// Copies `x [C, H, W]` channel-last into `xp`, rows of `pw` pixels of `C` floats, through
+/// `xc` (`[H, W, C]`): input pixel `(ih, iw)` at row `top + ih`, column `left + iw`, the input
+/// columns past `pw` left out, every other float of `xp` zero (a last, shorter row too). Both
+/// implicit GEMMs read their operands from such copies: the forward's image with its column
+/// padding, the weight gradient's image padded all round and its output gradient on its grid.
+pub(super) fn channel_last(
+    x: &[f32],
+    (c, h, w): (usize, usize, usize),
+    (top, left, pw): (usize, usize, usize),
+    xp: &mut [f32],
+    xc: &mut [f32],
+) {
+    let xc = &mut xc[..c * h * w];
+    transpose(x, c, h * w, h * w, xc);
+    // The padding's columns (all of them, unless a stride past the whole padded row leaves a
+    // single output pixel reading padding only), then the input columns some pixel reads.
+    let lead = left.min(pw);
+    let inside = w.min(pw - lead);
+    let (above, rest) = xp.split_at_mut((top * pw * c).min(xp.len()));
+    above.fill(0.0);
+    let mut rows = rest.chunks_mut(pw * c);
+    // The image's rows first: `zip` stops on them without taking a row past the last.
+    for (src, row) in xc.chunks_exact(w * c).zip(rows.by_ref()) {
         row[..lead * c].fill(0.0);
         row[lead * c..(lead + inside) * c].copy_from_slice(&src[..inside * c]);
         row[(lead + inside) * c..].fill(0.0);
     }
-    xp
+    rows.for_each(|row| row.fill(0.0));
 }
 
 /// `y[n] = W · x[n] (+ bias)` for a convolution [`forward_applies`] takes; `scratch` as
@@ -332,36 +338,19 @@ pub(super) fn product(
 /// floats each at least).
 fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: &mut [f32], bufs: &mut [&mut [f32]]) {
     let (k, o, ohw, il) = (g.kg(), g.o, g.ohw(), g.image_len());
-    let (pw, run, step, band) = (padded_w(g), g.k.1 * g.c, g.stride.1 * g.c, band_rows(g));
+    let (pw, band) = (padded_w(g), band_rows(g));
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
     for_each_with_scratch(&mut outs, bufs, |n, yn, buf| {
         let (tiles, rest) = buf.split_at_mut(band * g.ow * mk.rows);
         let (xp, xc) = rest.split_at_mut(g.h * pw * g.c);
-        let xp = pad_columns(g, &x[n * il..][..il], xp, xc);
+        channel_last(&x[n * il..][..il], (g.c, g.h, g.w), (0, g.pad.1, pw), xp, xc);
         for o0 in (0..o).step_by(mk.rows) {
             let mb = mk.rows.min(o - o0);
-            let panel = &wp[o0 * k..][..k * mb];
             for oh0 in (0..g.oh).step_by(band) {
-                let rows = band.min(g.oh - oh0);
-                let (first, px) = (oh0 * g.ow, rows * g.ow);
+                let rows = oh0..(oh0 + band).min(g.oh);
+                let (first, px) = (oh0 * g.ow, rows.len() * g.ow);
                 let tiles = &mut tiles[..px * mk.rows];
-                // Kernel row by kernel row: its slab of the panel (`kw·C·64` floats) stays in
-                // the L2 across the band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB).
-                tiles.fill(0.0);
-                for ki in 0..g.k.0 {
-                    let lhs = &panel[ki * run * mb..][..run * mb];
-                    for oh in oh0..oh0 + rows {
-                        let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
-                        if ih >= g.h {
-                            continue; // a kernel row in the padding (wrapped when above)
-                        }
-                        for (ow0, nn) in column_tiles(g.ow, mk.cols) {
-                            let tile = &mut tiles[((oh - oh0) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
-                            let rhs = &xp[(ih * pw + ow0 * g.stride.1) * g.c..][..(nn - 1) * step + run];
-                            product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
-                        }
-                    }
-                }
+                band_tiles(g, mk, &wp[o0 * k..][..k * mb], xp, rows, tiles);
                 transpose_to(tiles, px, mb, mk.rows, &mut yn[o0 * ohw + first..], ohw);
             }
         }
@@ -369,6 +358,30 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
             add_channel_bias(yn, b, ohw); // while the sample's output is in cache
         }
     })
+}
+
+/// The channel-last tiles `[P, 64]` of the output rows `rows` for the panel's output channels
+/// (`panel` is `[C·kh·kw, mb]`), from the image `xp` ([`channel_last`] with the column
+/// padding). Kernel row by kernel row: its slab of the panel (`kw·C·64` floats) stays in the
+/// L2 across the band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB).
+fn band_tiles(g: &ConvGeom, mk: Micro, panel: &[f32], xp: &[f32], rows: std::ops::Range<usize>, tiles: &mut [f32]) {
+    let (pw, run, step) = (padded_w(g), g.k.1 * g.c, g.stride.1 * g.c);
+    let mb = panel.len() / g.kg();
+    tiles.fill(0.0);
+    for ki in 0..g.k.0 {
+        let lhs = &panel[ki * run * mb..][..run * mb];
+        for oh in rows.clone() {
+            let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
+            if ih >= g.h {
+                continue; // a kernel row in the padding (wrapped when above)
+            }
+            for (ow0, nn) in column_tiles(g.ow, mk.cols) {
+                let tile = &mut tiles[((oh - rows.start) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
+                let rhs = &xp[(ih * pw + ow0 * g.stride.1) * g.c..][..(nn - 1) * step + run];
+                product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

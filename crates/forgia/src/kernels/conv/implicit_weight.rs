@@ -11,16 +11,18 @@
 //! (its columns, from the image: `C` floats apart a pixel). The extra columns cost `kw - 1` of
 //! every `pw` pixels (3.5% at 56×56, 7% at 28×28), so it runs where the grid is long.
 
-use super::implicit::{column_tiles, micro, product};
+use super::implicit::{channel_last, column_tiles, micro, product, Micro};
 use super::ConvGeom;
 use crate::tensor::transpose::transpose;
 
-/// The fewest grid pixels a sample must have: a microkernel call adds a `64 × 6` tile of the
-/// gradient one float at a time, once per run of pixels.
+/// The fewest grid pixels a sample must have: ResNet's 14×14 layers (a grid of 224) ran
+/// slower here than through the unfold, its 28×28 (840) and 56×56 (3248) faster
+/// (docs/BENCHMARKS.md, session twenty-six).
 const MIN_GRID: usize = 512;
 
-/// The fewest input channels: a microkernel call covers up to 6 of one tap (the main job's
-/// and W4's single-channel first layers would run 1-column tiles).
+/// The fewest input channels: a microkernel call covers up to 6 of one tap, and the main job's
+/// and W4's single-channel first layers would run 1-column tiles (a rule of thumb, not
+/// measured: no layer between 1 and 64 channels has a grid this long in the workloads).
 const MIN_CHANNELS: usize = 16;
 
 /// True when the weight gradient of `g` runs here: a microkernel for this machine, one group,
@@ -79,7 +81,8 @@ pub(super) fn to_weight_order(g: &ConvGeom, gw: &mut [f32], tmp: &mut [f32]) {
 }
 
 /// Grid rows a microkernel call runs over: about 1024 pixels, so the gradient's slice of them
-/// (256 KB for 64 channels) stays in the L2 across the calls of every tap and channel tile.
+/// (256 KB for 64 channels) stays in the L2 across the calls of every tap and channel tile
+/// (chosen by that reckoning, not tuned).
 fn chunk_rows(g: &ConvGeom) -> usize {
     1024usize.div_ceil(padded_w(g)).clamp(1, g.oh)
 }
@@ -98,39 +101,36 @@ pub(super) fn partial(
 ) {
     let mk = micro().expect("implicit_weight::partial runs where `applies` found a microkernel");
     let (o, c, ohw, il, cl) = (g.o, g.c, g.ohw(), g.image_len(), g.cols_len());
-    let (pw, ph, (pt, pl)) = (padded_w(g), padded_h(g), g.pad);
+    let (pw, ph) = (padded_w(g), padded_h(g));
     let (gyt, rest) = cols.split_at_mut(ohw * o);
     let (grid, rest) = rest.split_at_mut(g.oh * pw * o);
     let (xc, xp) = rest.split_at_mut(il);
     let xp = &mut xp[..(ph * pw + g.k.1) * c];
     let _flush = crate::parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     for n in samples {
-        // The gradient on its grid, zeros in the extra columns.
-        transpose(&y[n * cl..][..cl], o, ohw, ohw, gyt);
-        for (row, src) in grid.chunks_exact_mut(pw * o).zip(gyt.chunks_exact(g.ow * o)) {
-            row[..g.ow * o].copy_from_slice(src);
-            row[g.ow * o..].fill(0.0);
-        }
-        // The image with its padding: input pixel (ih, iw) at padded pixel (ih + pt, iw + pl).
-        transpose(&x[n * il..][..il], c, g.h * g.w, g.h * g.w, xc);
-        xp.fill(0.0);
-        let inside = g.w.min(pw.saturating_sub(pl)); // input columns some tap reads
-        for (ih, src) in xc.chunks_exact(g.w * c).enumerate().take(ph.saturating_sub(pt)) {
-            xp[((ih + pt) * pw + pl) * c..][..inside * c].copy_from_slice(&src[..inside * c]);
-        }
+        // The gradient on its grid (zeros in the extra columns), the image with its padding.
+        channel_last(&y[n * cl..][..cl], (o, g.oh, g.ow), (0, 0, pw), grid, gyt);
+        channel_last(&x[n * il..][..il], (c, g.h, g.w), (g.pad.0, g.pad.1, pw), xp, xc);
         for q0 in (0..g.oh).step_by(chunk_rows(g)).map(|r| r * pw) {
             let k = (chunk_rows(g) * pw).min(g.oh * pw - q0);
-            for o0 in (0..o).step_by(mk.rows) {
-                let mb = mk.rows.min(o - o0);
-                let lhs = &grid[q0 * o + o0..][..(k - 1) * o + mb];
-                for (ki, kj) in (0..g.k.0).flat_map(|i| (0..g.k.1).map(move |j| (i, j))) {
-                    let (tap, at) = (ki * g.k.1 + kj, q0 + ki * pw + kj);
-                    for (c0, nn) in column_tiles(c, mk.cols) {
-                        let rhs = &xp[at * c + c0..][..(k - 1) * c + nn];
-                        let dst = &mut gw[(tap * c + c0) * o + o0..][..(nn - 1) * o + mb];
-                        product(mk, (mb, nn, k), (dst, 1, o), (lhs, o), (rhs, c, 1));
-                    }
-                }
+            add_run(g, mk, (q0, k), grid, xp, gw);
+        }
+    }
+}
+
+/// `gwᵀ += (gy · R)ᵀ` over the `k` grid pixels from `q0` of one sample: for each panel of
+/// output channels, tap and tile of input channels, one microkernel call.
+fn add_run(g: &ConvGeom, mk: Micro, (q0, k): (usize, usize), grid: &[f32], xp: &[f32], gw: &mut [f32]) {
+    let (o, c, pw) = (g.o, g.c, padded_w(g));
+    for o0 in (0..o).step_by(mk.rows) {
+        let mb = mk.rows.min(o - o0);
+        let lhs = &grid[q0 * o + o0..][..(k - 1) * o + mb];
+        for (ki, kj) in (0..g.k.0).flat_map(|i| (0..g.k.1).map(move |j| (i, j))) {
+            let (tap, at) = (ki * g.k.1 + kj, q0 + ki * pw + kj);
+            for (c0, nn) in column_tiles(c, mk.cols) {
+                let rhs = &xp[at * c + c0..][..(k - 1) * c + nn];
+                let dst = &mut gw[(tap * c + c0) * o + o0..][..(nn - 1) * o + mb];
+                product(mk, (mb, nn, k), (dst, 1, o), (lhs, o), (rhs, c, 1));
             }
         }
     }
