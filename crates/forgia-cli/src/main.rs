@@ -68,6 +68,14 @@ fn main() -> ExitCode {
     alloc::configure();
     quiet_broken_pipe();
     let cli = Cli::parse();
+    // The library ignores a cap that names no instruction set; the program says so instead.
+    if let Err(value) = forgia::runtime::isa_cap_from_env() {
+        eprintln!(
+            "error: {}={value:?} names no instruction set (avx512, avx2 or baseline)",
+            forgia::runtime::MAX_ISA_VAR
+        );
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Train(args) => train::run(&args).map_err(|e| e.to_string()),
         Command::Sample(args) => sample::run(&args).map_err(|e| e.to_string()),

@@ -8,6 +8,10 @@
 //! `flush_denormals`) can change only before that; the buffer cache's limit and the spin
 //! window change at any time.
 //!
+//! The instruction set the kernels run with ([`isa()`]) is the widest the CPU has unless the
+//! environment variable `FORGIA_MAX_ISA` names a narrower one (`avx2`, `baseline`); it is
+//! fixed at the first kernel that asks.
+//!
 //! ```
 //! use forgia::runtime::{self, RuntimeConfig};
 //! let now = runtime::config();
@@ -23,6 +27,9 @@ use parking_lot::Mutex;
 use crate::error::{fail, ErrorKind, Result};
 use crate::parallel;
 use crate::tensor::{buffer_cache_limit, set_buffer_cache_limit};
+
+mod isa;
+pub use isa::{detected_isa, isa, isa_cap_from_env, Isa, MAX_ISA_VAR};
 
 /// The process-wide settings ([`Default`] gives the defaults each field names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

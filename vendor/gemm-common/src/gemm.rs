@@ -1063,11 +1063,12 @@ macro_rules! gemm_def {
         fn init_gemm_fn() -> GemmTy {
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
             {
+                // forgia patch (vendor/README.md): each x86 tier only where its switch allows.
                 #[cfg(feature = "x86-v4")]
-                if $crate::feature_detected!("avx512f") {
+                if $crate::feature_detected!("avx512f") && $crate::get_x86_avx512() {
                     return avx512f::gemm_basic;
                 }
-                if $crate::feature_detected!("fma") {
+                if $crate::feature_detected!("fma") && $crate::get_x86_fma() {
                     fma::gemm_basic
                 } else {
                     scalar::gemm_basic
@@ -1172,11 +1173,12 @@ macro_rules! gemm_cplx_def {
         fn init_gemm_cplx_fn() -> GemmCplxTy {
             #[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
             {
+                // forgia patch (vendor/README.md): each x86 tier only where its switch allows.
                 #[cfg(feature = "x86-v4")]
-                if $crate::feature_detected!("avx512f") {
+                if $crate::feature_detected!("avx512f") && $crate::get_x86_avx512() {
                     return avx512f_cplx::gemm_basic_cplx;
                 }
-                if $crate::feature_detected!("fma") {
+                if $crate::feature_detected!("fma") && $crate::get_x86_fma() {
                     return fma_cplx::gemm_basic_cplx;
                 }
             }

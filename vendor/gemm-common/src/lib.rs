@@ -19,6 +19,35 @@ pub fn set_wasm_simd128(enable: bool) {
     WASM_SIMD128.store(enable, Relaxed)
 }
 
+// forgia patch (vendor/README.md): switches for the x86 kernels the dispatch may take, as
+// `WASM_SIMD128` is for wasm, so that a program can run its AVX2 (or scalar) kernels on a CPU
+// that has AVX-512. The dispatch is chosen at the first product: set them before it.
+static X86_AVX512: AtomicBool = AtomicBool::new(true);
+static X86_FMA: AtomicBool = AtomicBool::new(true);
+
+/// Whether the dispatch may take the AVX-512 kernels where the CPU has them (forgia patch).
+#[inline]
+pub fn get_x86_avx512() -> bool {
+    X86_AVX512.load(Relaxed)
+}
+/// Allows or forbids the AVX-512 kernels; takes effect only before the first product
+/// (forgia patch).
+#[inline]
+pub fn set_x86_avx512(enable: bool) {
+    X86_AVX512.store(enable, Relaxed)
+}
+/// Whether the dispatch may take the AVX2 + FMA kernels where the CPU has them (forgia patch).
+#[inline]
+pub fn get_x86_fma() -> bool {
+    X86_FMA.load(Relaxed)
+}
+/// Allows or forbids the AVX2 + FMA kernels; takes effect only before the first product
+/// (forgia patch).
+#[inline]
+pub fn set_x86_fma(enable: bool) {
+    X86_FMA.store(enable, Relaxed)
+}
+
 extern crate alloc;
 
 pub mod cache;

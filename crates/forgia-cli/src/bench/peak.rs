@@ -37,18 +37,14 @@ enum Isa {
 }
 
 impl Isa {
-    /// The widest set this CPU supports.
+    /// The set forgia's kernels run with (`forgia::runtime::isa`: the widest this CPU
+    /// supports unless `FORGIA_MAX_ISA` names a narrower one).
     fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
-            }
+        match forgia::runtime::isa() {
+            forgia::runtime::Isa::Avx512 => Isa::Avx512,
+            forgia::runtime::Isa::Avx2 => Isa::Avx2,
+            forgia::runtime::Isa::Baseline => Isa::Scalar,
         }
-        Isa::Scalar
     }
 
     fn name(self) -> &'static str {
@@ -79,13 +75,13 @@ impl Isa {
     fn run(self, trips: u64) -> f32 {
         match self {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: `Isa::Avx512` is only produced by `detect` after
-            // `is_x86_feature_detected!("avx512f")` returned true on this CPU, which is the one
-            // feature the function enables; it touches no memory but its locals.
+            // SAFETY: `Isa::Avx512` is only produced by `detect` where `forgia::runtime::isa`
+            // runs AVX-512, which it names only on a CPU with AVX-512F, the one feature the
+            // function enables; it touches no memory but its locals.
             Isa::Avx512 => unsafe { x86::fma_avx512(trips) },
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above, `Isa::Avx2` is only produced after both `avx2` and `fma` were
-            // detected, the two features the function enables.
+            // SAFETY: as above, `Isa::Avx2` is only produced where `isa` runs AVX2, which it
+            // names only on a CPU with `avx2` and `fma`, the two features the function enables.
             Isa::Avx2 => unsafe { x86::fma_avx2(trips) },
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx512 | Isa::Avx2 => unreachable!("detected only on x86_64"),

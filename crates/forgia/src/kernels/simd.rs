@@ -4,7 +4,7 @@
 //! norm and softmax kernels vectorize 4 lanes wide, and the branch-free math of `fastmath`
 //! (a GELU backward is ~40 operations per element) runs at a quarter of what the core can do.
 //! [`vectorized`] runs a closure inside a function compiled with `avx512f,avx512vl` (16 lanes)
-//! when the CPU has them, else with `avx2,fma` (8 lanes); the closure and the per-element
+//! or with `avx2,fma` (8 lanes), as [`isa`] says the CPU runs; the closure and the per-element
 //! rules it calls are `#[inline(always)]`, so LLVM inlines them there and vectorizes the loops
 //! that wide. The code is the same, only wider: Rust never contracts `a * b + c` into an FMA
 //! or reassociates a sum by itself, so results are bit-identical on every path. Where a rule
@@ -13,21 +13,21 @@
 //! here, a call into libm's `fmaf` on a CPU without FMA (the same bits, more slowly). On the
 //! AMD EPYC of `docs/BENCHMARKS.md` the AVX-512 tier took W6's AdamW update from 4.3 to 0.8 ms.
 
-/// Runs `f`, compiled for AVX-512 (or else AVX2 + FMA) when this CPU has it. Mark `f` `#[inline(always)]`
-/// (and everything it calls per element) or it is compiled for the baseline anyway.
+use crate::runtime::{isa, Isa};
+
+/// Runs `f`, compiled for AVX-512 (or else AVX2 + FMA) when [`isa`] runs that tier. Mark `f`
+/// `#[inline(always)]` (and everything it calls per element) or it is compiled for the baseline
+/// anyway.
 #[inline(always)]
 pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vl") {
-            // SAFETY: the CPU supports AVX-512F and VL (which imply AVX2 and FMA), checked
-            // just above.
-            return unsafe { avx512(f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-            return unsafe { avx2_fma(f) };
-        }
+    match isa() {
+        // SAFETY: `isa` names a tier only where the CPU supports it: AVX-512F and VL with
+        // AVX2 and FMA.
+        Isa::Avx512 => return unsafe { avx512(f) },
+        // SAFETY: as above, AVX2 and FMA.
+        Isa::Avx2 => return unsafe { avx2_fma(f) },
+        Isa::Baseline => {}
     }
     f()
 }
@@ -35,14 +35,7 @@ pub(crate) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
 /// True when [`vectorized`] runs its closure with AVX2 + FMA: only there is `f32::mul_add`
 /// one instruction (elsewhere it is a call into libm's exact, slow `fmaf`).
 pub(crate) fn has_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    isa() >= Isa::Avx2
 }
 
 #[cfg(target_arch = "x86_64")]

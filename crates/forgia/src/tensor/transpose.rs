@@ -66,10 +66,10 @@ fn tile(src: &[f32], rows: usize, ld: usize, c0: usize, width: usize, out: &mut 
     let (full_r, full_c) = (rows / 16 * 16, width / 16 * 16);
     assert!(width == 0 || out.len() >= (width - 1) * ldd + rows, "transpose: tile past its destination");
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") {
+    if crate::runtime::isa() >= crate::runtime::Isa::Avx2 {
         for r in (0..full_r).step_by(16) {
             for c in (0..full_c).step_by(16) {
-                // SAFETY: AVX is present (checked above). The block reads rows r..r+16 at
+                // SAFETY: AVX is present (`isa` runs AVX2 or wider, checked above). The block reads rows r..r+16 at
                 // columns c0+c..c0+c+16, all inside `src` (r + 15 < rows, c0 + c + 15 < cols,
                 // and src holds (rows-1)·ld + cols floats, asserted by the callers); it writes
                 // rows c..c+16 of `out` at columns r..r+16, inside its (width-1)·ldd + rows

@@ -38,12 +38,12 @@ pub(super) fn run(isa: Isa, passes: u64) -> f32 {
     let b = vec![STEP; 2 * isa.lanes() * DEPTH];
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx512` is only produced by `Isa::detect` after
-        // `is_x86_feature_detected!("avx512f")` returned true, the one feature enabled; the
+        // SAFETY: `Isa::Avx512` is only produced by `Isa::detect` where `forgia::runtime::isa`
+        // runs AVX-512 (AVX-512F present), the one feature enabled; the
         // operands hold `ROWS · DEPTH` and `32 · DEPTH` floats, what the function reads.
         Isa::Avx512 => unsafe { x86::tile_avx512(passes, &a, &b) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above, after `avx2` and `fma` were detected; `a` holds `ROWS_AVX2 · DEPTH`
+        // SAFETY: as above, where `isa` runs AVX2 (`avx2` and `fma` present); `a` holds `ROWS_AVX2 · DEPTH`
         // floats and `b` `16 · DEPTH`.
         Isa::Avx2 => unsafe { x86::tile_avx2(passes, &a, &b) },
         #[cfg(not(target_arch = "x86_64"))]

@@ -32,16 +32,15 @@ pub(super) struct Tier {
     pub(super) run: unsafe fn(rows: usize, v: usize, t: Block),
 }
 
-/// The widest tier of tiles this CPU runs: AVX-512, or AVX2 with FMA; none elsewhere.
+/// The tier of tiles [`isa`](crate::runtime::isa) runs: AVX-512, or AVX2 with FMA; none elsewhere.
 pub(super) fn tier() -> Option<Tier> {
     #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Some(Tier { lanes: 16, mr: 8, run: run_avx512 });
-        }
-        if crate::kernels::simd::has_fma() {
-            return Some(Tier { lanes: 8, mr: 6, run: run_avx2 });
-        }
+    use crate::runtime::{isa, Isa};
+    #[cfg(target_arch = "x86_64")]
+    match isa() {
+        Isa::Avx512 => return Some(Tier { lanes: 16, mr: 8, run: run_avx512 }),
+        Isa::Avx2 => return Some(Tier { lanes: 8, mr: 6, run: run_avx2 }),
+        Isa::Baseline => {}
     }
     None
 }

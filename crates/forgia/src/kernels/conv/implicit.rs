@@ -33,22 +33,54 @@ pub(super) struct Micro {
     pub(super) lanes: usize,
     pub(super) rows: usize,
     pub(super) cols: usize,
+    /// The narrowest output row the driver takes with this kernel.
+    pub(super) min_ow: usize,
+    /// True when the weight gradient takes it too (`conv/implicit_weight.rs`).
+    pub(super) weight_gradient: bool,
     /// The kernel for `vectors` vectors of rows (1-based: index `vectors - 1`) by `cols`
     /// columns (index `cols - 1`).
     pick: fn(usize, usize) -> MicroKernelFn<f32>,
 }
 
-/// The microkernel this machine runs, if the driver has one for it (AVX-512 only: the AVX2
-/// kernel's 16 × 4 tile was not measured here).
+/// The microkernel for the instruction set the kernels run with, if the driver has one.
+///
+/// AVX2's (16 × 6, two vectors by six columns in its 12 accumulators) ran slower than im2col
+/// at 14 and 7 pixels a row, where a row's tiles are 6 + 4 + 4 and 4 + 3 (six or eight
+/// accumulators for the FMAs' four cycles of latency), and faster at 28 and 56 (its tiles
+/// mostly of 6); and in the weight gradient, where each call reads 16 of every pixel's `O`
+/// floats of the output gradient and so a quarter of each cache line it loads at 64
+/// channels, slower at every size (docs/BENCHMARKS.md, session twenty-seven, with the
+/// instruction set capped to AVX2 on the AVX-512 EPYC).
 pub(super) fn micro() -> Option<Micro> {
+    micro_for(crate::runtime::isa())
+}
+
+/// The driver's microkernel for the instruction set `isa`, if it has one (call it only for a
+/// set this CPU runs: [`micro`]).
+fn micro_for(isa: crate::runtime::Isa) -> Option<Micro> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        return Some(Micro {
-            lanes: 16,
-            rows: 64,
-            cols: 6,
-            pick: |v, c| gemm_f32::microkernel::avx512f::f32::UKR[v][c],
-        });
+    match isa {
+        crate::runtime::Isa::Avx512 => {
+            return Some(Micro {
+                lanes: 16,
+                rows: 64,
+                cols: 6,
+                min_ow: 1,
+                weight_gradient: true,
+                pick: |v, c| gemm_f32::microkernel::avx512f::f32::UKR[v][c],
+            })
+        }
+        crate::runtime::Isa::Avx2 => {
+            return Some(Micro {
+                lanes: 8,
+                rows: 16,
+                cols: 6,
+                min_ow: 28,
+                weight_gradient: false,
+                pick: |v, c| gemm_f32::microkernel::fma::f32::UKR[v][c],
+            })
+        }
+        crate::runtime::Isa::Baseline => {}
     }
     None
 }
@@ -64,10 +96,12 @@ const MIN_RUN: usize = 64;
 
 /// True when the forward of `g` (image → columns) runs here: a microkernel for this machine,
 /// one group, unit dilation, a kernel of more than one tap with at least [`MIN_RUN`] floats a
-/// kernel row, and output channels in whole vectors.
+/// kernel row, output channels in whole vectors, and output rows of at least the kernel's
+/// [`Micro::min_ow`] pixels.
 pub(super) fn forward_applies(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
         g.groups == 1
+            && g.ow >= mk.min_ow
             && g.dil == (1, 1)
             && g.k.0 * g.k.1 > 1
             && g.k.1 * g.c >= MIN_RUN
@@ -135,11 +169,11 @@ pub(super) fn weight_len(g: &ConvGeom) -> usize {
 }
 
 /// Floats of one worker's scratch for the forward of `g` (for the input gradient, of its
-/// transposed convolution): a band's tiles `[P, 64]`, the channel-last image with its padding
-/// columns `[H, pw, C]`, and its copy before padding `[H, W, C]`; or, while the weight is
-/// packed, [`pack_forward`]'s buffer, if that is more.
-fn run_len(g: &ConvGeom) -> usize {
-    let rows = micro().map_or(0, |mk| mk.rows);
+/// transposed convolution) with the microkernel `mk`: a band's tiles `[P, rows]`, the
+/// channel-last image with its padding columns `[H, pw, C]`, and its copy before padding
+/// `[H, W, C]`; or, while the weight is packed, [`pack_forward`]'s buffer, if that is more.
+fn run_len(g: &ConvGeom, mk: Micro) -> usize {
+    let rows = mk.rows;
     let tiles = band_rows(g).saturating_mul(g.ow).saturating_mul(rows);
     let image = g.h.saturating_mul(padded_w(g)).saturating_mul(g.c);
     let pack = (PACK_CHANNELS * g.k.0 * g.k.1).saturating_mul(rows);
@@ -149,8 +183,9 @@ fn run_len(g: &ConvGeom) -> usize {
 /// Floats of one worker's scratch for whichever of the forward and the input gradient of `g`
 /// run here (0 for neither).
 pub(super) fn scratch_len(g: &ConvGeom) -> usize {
-    let fwd = if forward_applies(g) { run_len(g) } else { 0 };
-    let bwd = if backward_applies(g) { transposed(g).map_or(0, |t| run_len(&t)) } else { 0 };
+    let Some(mk) = micro() else { return 0 };
+    let fwd = if forward_applies(g) { run_len(g, mk) } else { 0 };
+    let bwd = if backward_applies(g) { transposed(g).map_or(0, |t| run_len(&t, mk)) } else { 0 };
     fwd.max(bwd)
 }
 
@@ -243,8 +278,8 @@ pub(super) fn channel_last(
 }
 
 /// `y[n] = W · x[n] (+ bias)` for a convolution [`forward_applies`] takes; `scratch` as
-/// [`ConvGeom::scratch_len`] gives it (the workers' [`ConvGeom::unfold_len`] floats each,
-/// then [`weight_len`] floats).
+/// [`ConvGeom::scratch_len`] gives it (the workers' [`ConvGeom::unfold_len`] floats each, at
+/// least [`run_len`], then [`weight_len`] floats).
 pub(super) fn forward(
     g: &ConvGeom,
     x: &[f32],
@@ -254,11 +289,23 @@ pub(super) fn forward(
     scratch: ConvScratch<'_>,
 ) {
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
+    forward_on(mk, g, (x, w, bias), y, scratch);
+}
+
+/// [`forward`] with the microkernel `mk`, `scratch` at least [`run_len`] floats a worker and
+/// then [`weight_len`].
+fn forward_on(
+    mk: Micro,
+    g: &ConvGeom,
+    (x, w, bias): (&[f32], &[f32], Option<&[f32]>),
+    y: &mut [f32],
+    scratch: ConvScratch<'_>,
+) {
     let _flush = parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     let parts = scratch.parts.max(1);
-    let unfold = g.unfold_len(parts, false);
-    let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
-    let mut bufs = split_len(work, parts, unfold);
+    let len = run_len(g, mk);
+    let (work, wp) = scratch.buf.split_at_mut(parts * len);
+    let mut bufs = split_len(work, parts, len);
     pack_forward(g, mk.rows, w, wp, &mut bufs);
     run(g, mk, x, wp, bias, y, &mut bufs);
 }
@@ -276,12 +323,24 @@ pub(super) fn backward_data(
     scratch: ConvScratch<'_>,
 ) {
     let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
+    backward_data_on(mk, g, (y, w, bias), x, scratch);
+}
+
+/// [`backward_data`] with the microkernel `mk`, `scratch` at least [`run_len`] of the
+/// transposed convolution a worker and then [`weight_len`].
+fn backward_data_on(
+    mk: Micro,
+    g: &ConvGeom,
+    (y, w, bias): (&[f32], &[f32], Option<&[f32]>),
+    x: &mut [f32],
+    scratch: ConvScratch<'_>,
+) {
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
     let _flush = parallel::FlushDenormals::new();
     let parts = scratch.parts.max(1);
-    let unfold = g.unfold_len(parts, false);
-    let (work, wp) = scratch.buf.split_at_mut(parts * unfold);
-    let mut bufs = split_len(work, parts, unfold);
+    let len = run_len(&t, mk);
+    let (work, wp) = scratch.buf.split_at_mut(parts * len);
+    let mut bufs = split_len(work, parts, len);
     pack_backward(g, &t, mk.rows, w, wp, &mut bufs);
     run(&t, mk, y, wp, bias, x, &mut bufs);
 }
@@ -386,8 +445,37 @@ fn band_tiles(g: &ConvGeom, mk: Micro, panel: &[f32], xp: &[f32], rows: std::ops
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{check_activation_maps, geom};
+    use super::super::tests::{check_activation_maps, geom, naive_backward, naive_forward};
     use super::*;
+    use crate::runtime::{isa, Isa};
+
+    /// The driver's microkernels for the instruction sets in force and below: AVX-512's and
+    /// AVX2's on a machine with AVX-512, so that both run in its tests.
+    fn micros() -> Vec<Micro> {
+        [Isa::Avx512, Isa::Avx2].into_iter().filter(|&t| t <= isa()).filter_map(micro_for).collect()
+    }
+
+    /// The forward of `g` (and its input gradient when `backward`) run by the driver with the
+    /// microkernel `mk` on `parts` workers, against the definition, whatever the dispatch rules
+    /// would choose.
+    fn check_driver(mk: Micro, g: &ConvGeom, backward: bool, parts: usize, what: &str) {
+        let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
+        let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+        let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+        let len = |t: &ConvGeom| parts * run_len(t, mk) + weight_len(g);
+        let mut buf = vec![f32::NAN; len(g)];
+        let mut y = vec![f32::NAN; g.n * g.cols_len()];
+        forward_on(mk, g, (&x, &w, Some(&b)), &mut y, ConvScratch { parts, buf: &mut buf });
+        assert_eq!(y, naive_forward(g, &x, &w, &b), "{what}: forward");
+        if backward {
+            let t = transposed(g).expect("a stride-1 case");
+            let mut buf = vec![f32::NAN; len(&t)];
+            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+            let mut gx = vec![f32::NAN; x.len()];
+            backward_data_on(mk, g, (&gy, &w, None), &mut gx, ConvScratch { parts, buf: &mut buf });
+            assert_eq!(gx, naive_backward(g, &x, &w, &gy).0, "{what}: input gradient");
+        }
+    }
 
     #[test]
     fn the_column_tiles_cover_a_row_once_without_a_tile_of_one_or_two_after_a_full_one() {
@@ -428,12 +516,19 @@ mod tests {
         ];
         let backward = [true, true, true, false, false, false, true, false, true, false];
         for (i, g) in cases.iter().enumerate() {
-            assert_eq!(forward_applies(g), micro().is_some(), "case {i}");
-            assert_eq!(backward_applies(g), micro().is_some() && backward[i], "case {i}");
+            let wide = |ow: usize| micro().is_some_and(|mk| ow >= mk.min_ow);
+            assert_eq!(forward_applies(g), wide(g.ow), "case {i}");
+            assert_eq!(backward_applies(g), wide(g.w) && backward[i], "case {i}");
             for parts in [1, 2] {
                 check_activation_maps(g, parts, &format!("case {i}, {parts} parts"));
+                for mk in micros() {
+                    check_driver(mk, g, backward[i], parts, &format!("case {i}, {} rows, {parts} parts", mk.rows));
+                }
             }
         }
+        // Both microkernels ran above where the instruction set in force has them.
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(micros().len(), [Isa::Avx2, Isa::Avx512].iter().filter(|&&t| t <= isa()).count());
         assert!(!cases[6].oh.is_multiple_of(band_rows(&cases[6])), "a short last band");
         assert!(cases[9].pad.1 > padded_w(&cases[9]), "padding past the padded row");
     }

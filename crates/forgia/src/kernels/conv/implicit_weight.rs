@@ -25,13 +25,15 @@ const MIN_GRID: usize = 512;
 /// measured: no layer between 1 and 64 channels has a grid this long in the workloads).
 const MIN_CHANNELS: usize = 16;
 
-/// True when the weight gradient of `g` runs here: a microkernel for this machine, one group,
+/// True when the weight gradient of `g` runs here: a microkernel for this machine that takes
+/// it ([`Micro::weight_gradient`]), one group,
 /// stride and dilation 1, more than one tap, output channels in whole vectors, at least
 /// [`MIN_CHANNELS`] input channels, a grid of at least [`MIN_GRID`] pixels, and no empty
 /// image or output (whose rows the copies could not be cut into).
 pub(super) fn applies(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
-        g.groups == 1
+        mk.weight_gradient
+            && g.groups == 1
             && g.stride == (1, 1)
             && g.dil == (1, 1)
             && g.k.0 * g.k.1 > 1
@@ -156,7 +158,7 @@ mod tests {
             ConvGeom { n: 2, o: 16, ..geom(20, (60, 20), (3, 3), (1, 1), (1, 1), (1, 1)) },
         ];
         for (i, g) in cases.iter().enumerate() {
-            assert_eq!(applies(g), micro().is_some(), "case {i}");
+            assert_eq!(applies(g), micro().is_some_and(|mk| mk.weight_gradient), "case {i}");
             let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
             let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
             let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();

@@ -41,7 +41,7 @@ fn naive_im2col(g: &ConvGeom, x: &[f32]) -> Vec<f32> {
 }
 
 /// The forward by its definition.
-fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+pub(super) fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
     let (og, cg) = (g.o / g.groups, g.c / g.groups);
     let mut y = vec![0.0; g.n * g.cols_len()];
     for n in 0..g.n {
