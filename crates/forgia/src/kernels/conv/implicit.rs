@@ -1,10 +1,12 @@
 //! Convolution as an implicit GEMM: the `gemm` crate's microkernel, run by a driver of our
 //! own on the image where it lies, with no column matrix. It runs the forward, and the input
 //! gradient of a stride-1 convolution as the forward of its transposed convolution (the
-//! output gradient convolved with the flipped kernel), on machines with AVX-512.
+//! output gradient convolved with the flipped kernel), with AVX-512 (and with AVX2 on rows of
+//! 28 pixels and more: [`micro`]).
 //!
-//! The output channels are the microkernel's rows (64 a tile, from the weight packed once per
-//! call into panels `[C·kh·kw, 64]` in tap-major order, `(ki·kw + kj)·C + c`), and up to 6
+//! The output channels are the microkernel's rows (64 a tile with AVX-512, 16 with AVX2, from
+//! the weight packed once per call into panels `[C·kh·kw, 64]` in tap-major order,
+//! `(ki·kw + kj)·C + c`), and up to 6
 //! output pixels of one output row its columns. With the image copied channel-last, the taps
 //! of one kernel row of a pixel are `kw·C` consecutive floats and the next pixel's start
 //! `stride·C` floats on, so a kernel row of a tile is one microkernel call reading the image
@@ -55,9 +57,12 @@ pub(super) fn micro() -> Option<Micro> {
     micro_for(crate::runtime::isa())
 }
 
-/// The driver's microkernel for the instruction set `isa`, if it has one (call it only for a
-/// set this CPU runs: [`micro`]).
+/// The driver's microkernel for the instruction set `isa`, if it has one and `isa` is no
+/// wider than the one the kernels run with (so the CPU has its instructions).
 fn micro_for(isa: crate::runtime::Isa) -> Option<Micro> {
+    if isa > crate::runtime::isa() {
+        return None;
+    }
     #[cfg(target_arch = "x86_64")]
     match isa {
         crate::runtime::Isa::Avx512 => {
@@ -364,10 +369,10 @@ pub(super) fn product(
         "implicit product: operand past its slice"
     );
     // SAFETY: the microkernel for `m / lanes` vectors by `n` columns (mk.pick's table, its
-    // instruction set present: `micro`) reads `k` steps of `m` floats of `lhs` (`lhs_cs`
-    // apart) and of `n` floats of `rhs` at the given strides, and adds to the `m × n` floats
-    // of `dst` at the given strides (alpha 1, status 1), all inside the slices by the
-    // assertions above.
+    // instruction set present: `micro_for` makes a `Micro` for no other) reads `k` steps of
+    // `m` floats of `lhs` (`lhs_cs` apart) and of `n` floats of `rhs` at the given strides,
+    // and adds to the `m × n` floats of `dst` at the given strides (alpha 1, status 1), all
+    // inside the slices by the assertions above.
     unsafe {
         (mk.pick)(m / mk.lanes - 1, n - 1)(
             m,
@@ -452,7 +457,7 @@ mod tests {
     /// The driver's microkernels for the instruction sets in force and below: AVX-512's and
     /// AVX2's on a machine with AVX-512, so that both run in its tests.
     fn micros() -> Vec<Micro> {
-        [Isa::Avx512, Isa::Avx2].into_iter().filter(|&t| t <= isa()).filter_map(micro_for).collect()
+        [Isa::Avx512, Isa::Avx2].into_iter().filter_map(micro_for).collect()
     }
 
     /// The forward of `g` (and its input gradient when `backward`) run by the driver with the
