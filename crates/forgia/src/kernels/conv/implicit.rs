@@ -2,7 +2,7 @@
 //! own on the image where it lies, with no column matrix. It runs the forward, and the input
 //! gradient of a stride-1 convolution as the forward of its transposed convolution (the
 //! output gradient convolved with the flipped kernel), with AVX-512 (and with AVX2 on rows of
-//! 28 pixels and more: [`micro`]).
+//! 14 pixels and more: [`micro`]).
 //!
 //! The output channels are the microkernel's rows (64 a tile with AVX-512, 16 with AVX2, from
 //! the weight packed once per call into panels `[C·kh·kw, 64]` in tap-major order,
@@ -47,12 +47,11 @@ pub(super) struct Micro {
 /// The microkernel for the instruction set the kernels run with, if the driver has one.
 ///
 /// AVX2's (16 × 6, two vectors by six columns in its 12 accumulators) ran slower than im2col
-/// at 14 and 7 pixels a row, where a row's tiles are 6 + 4 + 4 and 4 + 3 (six or eight
-/// accumulators for the FMAs' four cycles of latency), and faster at 28 and 56 (its tiles
-/// mostly of 6); and in the weight gradient, where each call reads 16 of every pixel's `O`
-/// floats of the output gradient and so a quarter of each cache line it loads at 64
-/// channels, slower at every size (docs/BENCHMARKS.md, session twenty-seven, with the
-/// instruction set capped to AVX2 on the AVX-512 EPYC).
+/// at 7 pixels a row, where a row's tiles are 4 + 3 (eight or six accumulators for the FMAs'
+/// four cycles of latency), and faster at 14, 28 and 56; and in the weight gradient, where
+/// each call reads 16 of every pixel's `O` floats of the output gradient and so a quarter of
+/// each cache line it loads at 64 channels, slower at every size (docs/BENCHMARKS.md, session
+/// twenty-seven, with the instruction set capped to AVX2 on the AVX-512 EPYC).
 pub(super) fn micro() -> Option<Micro> {
     micro_for(crate::runtime::isa())
 }
@@ -80,7 +79,7 @@ fn micro_for(isa: crate::runtime::Isa) -> Option<Micro> {
                 lanes: 8,
                 rows: 16,
                 cols: 6,
-                min_ow: 28,
+                min_ow: 14,
                 weight_gradient: false,
                 pick: |v, c| gemm_f32::microkernel::fma::f32::UKR[v][c],
             })
