@@ -156,13 +156,14 @@ fn crate_gemm(
     assert!(m > 0 && n > 0 && k > 0 && a.fits(m, k) && b.fits(k, n), "crate_gemm: empty or out-of-bounds operand");
     assert!(m.checked_mul(n).is_some_and(|mn| c.len() >= mn), "gemm output too small");
     let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
-    crate::runtime::isa(); // fixes the crate's instruction set before its first product
-                           // SAFETY: the bounds of every operand were asserted above for the given strides and
-                           // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the
-                           // assert instead of wrapping), and m, n, k > 0 here so the asserted ranges include
-                           // each operand's offset and every element the kernel reads; `c` is an exclusive, packed
-                           // m × n block (row stride n, column stride 1) that aliases neither input (it is a `&mut`
-                           // borrow distinct from the `&` inputs).
+    // The instruction set in force, fixed before the crate's first product chooses its own.
+    crate::runtime::isa();
+    // SAFETY: the bounds of every operand were asserted above for the given strides and
+    // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the
+    // assert instead of wrapping), and m, n, k > 0 here so the asserted ranges include
+    // each operand's offset and every element the kernel reads; `c` is an exclusive, packed
+    // m × n block (row stride n, column stride 1) that aliases neither input (it is a `&mut`
+    // borrow distinct from the `&` inputs).
     unsafe {
         gemm::gemm(
             m,

@@ -32,7 +32,8 @@ pub(super) struct Tier {
     pub(super) run: unsafe fn(rows: usize, v: usize, t: Block),
 }
 
-/// The tier of tiles [`isa`](crate::runtime::isa) runs: AVX-512, or AVX2 with FMA; none elsewhere.
+/// The tier of tiles for the instruction set in force ([`isa`](crate::runtime::isa)):
+/// AVX-512, or AVX2 with FMA; none elsewhere.
 pub(super) fn tier() -> Option<Tier> {
     #[cfg(target_arch = "x86_64")]
     use crate::runtime::{isa, Isa};

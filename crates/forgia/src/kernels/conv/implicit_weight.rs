@@ -26,10 +26,10 @@ const MIN_GRID: usize = 512;
 const MIN_CHANNELS: usize = 16;
 
 /// True when the weight gradient of `g` runs here: a microkernel for this machine that takes
-/// it ([`Micro::weight_gradient`]), one group,
-/// stride and dilation 1, more than one tap, output channels in whole vectors, at least
-/// [`MIN_CHANNELS`] input channels, a grid of at least [`MIN_GRID`] pixels, and no empty
-/// image or output (whose rows the copies could not be cut into).
+/// it ([`Micro::weight_gradient`]), one group, stride and dilation 1, more than one tap,
+/// output channels in whole vectors, at least [`MIN_CHANNELS`] input channels, a grid of at
+/// least [`MIN_GRID`] pixels, and no empty image or output (whose rows the copies could not
+/// be cut into).
 pub(super) fn applies(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
         mk.weight_gradient

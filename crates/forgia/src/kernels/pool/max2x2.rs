@@ -39,9 +39,11 @@ pub(super) fn row(tier: Tier, r0: &[f32], r1: &[f32], base: u32, y: &mut [f32], 
     assert!(r1.len() == w && arg.len() == y.len() && 2 * y.len() <= w, "2x2 pool row sizes");
     #[cfg(target_arch = "x86_64")]
     let done = match tier {
-        // SAFETY: `detect` takes this tier only where `isa` runs AVX-512 (AVX-512F present); the sizes were checked just above.
+        // SAFETY: `detect` takes this tier only where `isa` runs AVX-512 (AVX-512F present);
+        // the sizes were checked just above.
         Tier::Avx512 => unsafe { row_avx512(r0, r1, base, y, arg) },
-        // SAFETY: `detect` takes this tier only where `isa` runs AVX2 or wider; the sizes were checked just above.
+        // SAFETY: `detect` takes this tier only where `isa` runs AVX2 or wider; the sizes
+        // were checked just above.
         Tier::Avx2 => unsafe { row_avx2(r0, r1, base, y, arg) },
         Tier::Scalar => 0,
     };
@@ -216,9 +218,11 @@ pub(super) fn backward_row(tier: Tier, gy: &[f32], arg: &[u32], base: u32, g0: &
     assert!(g1.len() == w && arg.len() == gy.len() && 2 * gy.len() <= w, "2x2 pool backward row sizes");
     #[cfg(target_arch = "x86_64")]
     let done = match tier {
-        // SAFETY: `detect` takes this tier only where `isa` runs AVX-512 (AVX-512F present); the sizes were checked just above.
+        // SAFETY: `detect` takes this tier only where `isa` runs AVX-512 (AVX-512F present);
+        // the sizes were checked just above.
         Tier::Avx512 => unsafe { backward_row_avx512(gy, arg, base, g0, g1) },
-        // SAFETY: `detect` takes this tier only where `isa` runs AVX2 or wider; the sizes were checked just above.
+        // SAFETY: `detect` takes this tier only where `isa` runs AVX2 or wider; the sizes
+        // were checked just above.
         Tier::Avx2 => unsafe { backward_row_avx2(gy, arg, base, g0, g1) },
         Tier::Scalar => 0,
     };
