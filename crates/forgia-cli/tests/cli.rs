@@ -183,6 +183,12 @@ fn bad_flag_values_are_rejected_with_a_message() {
 }
 
 #[test]
+fn an_instruction_set_cap_that_names_no_set_is_rejected_with_a_message() {
+    let err = fail(&["bench", "W1", "--chain-ops", "10"], &[("FORGIA_MAX_ISA", Path::new("sse9"))]);
+    assert!(err.contains("FORGIA_MAX_ISA") && err.contains("sse9"), "{err}");
+}
+
+#[test]
 fn an_unwritable_output_folder_fails_before_training_and_leaves_no_checkpoint() {
     let dir = TempDir::new("unwritable");
     let file = dir.path().join("a-file");
