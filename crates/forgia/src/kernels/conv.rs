@@ -5,10 +5,11 @@
 //!
 //! The bias, added per channel and summed out of the gradient, is in `conv/bias.rs`.
 //!
-//! On machines with AVX-512, the forward and the stride-1 input gradient of most convolutions
-//! run as an implicit GEMM instead (`conv/implicit.rs`: the crate's microkernel on a
-//! channel-last copy of the image, no column matrix), and so does the weight gradient of
-//! stride-1 convolutions on large images (`conv/implicit_weight.rs`). A forward with a single
+//! With AVX-512 (with AVX2, on output rows of 14 pixels and more), the forward and the
+//! stride-1 input gradient of most convolutions run as an implicit GEMM instead
+//! (`conv/implicit.rs`: the crate's microkernel on a channel-last copy of the image, no column
+//! matrix), and with AVX-512 so does the weight gradient of stride-1 convolutions on large
+//! images (`conv/implicit_weight.rs`). A forward with a single
 //! input channel runs the direct kernel of `conv/direct.rs` (an im2col of `kh·kw` rows makes a
 //! GEMM with an inner size of 25). The column matrix ([`im2col`], [`col2im`]) is in
 //! `conv/cols.rs`; its rows are padded to whole vectors where

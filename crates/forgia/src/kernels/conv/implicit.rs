@@ -177,10 +177,9 @@ pub(super) fn weight_len(g: &ConvGeom) -> usize {
 /// channel-last image with its padding columns `[H, pw, C]`, and its copy before padding
 /// `[H, W, C]`; or, while the weight is packed, [`pack_forward`]'s buffer, if that is more.
 fn run_len(g: &ConvGeom, mk: Micro) -> usize {
-    let rows = mk.rows;
-    let tiles = band_rows(g).saturating_mul(g.ow).saturating_mul(rows);
+    let tiles = band_rows(g).saturating_mul(g.ow).saturating_mul(mk.rows);
     let image = g.h.saturating_mul(padded_w(g)).saturating_mul(g.c);
-    let pack = (PACK_CHANNELS * g.k.0 * g.k.1).saturating_mul(rows);
+    let pack = (PACK_CHANNELS * g.k.0 * g.k.1).saturating_mul(mk.rows);
     tiles.saturating_add(image).saturating_add(g.image_len()).max(pack)
 }
 
@@ -305,13 +304,7 @@ fn forward_on(
     y: &mut [f32],
     scratch: ConvScratch<'_>,
 ) {
-    let _flush = parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
-    let parts = scratch.parts.max(1);
-    let len = run_len(g, mk);
-    let (work, wp) = scratch.buf.split_at_mut(parts * len);
-    let mut bufs = split_len(work, parts, len);
-    pack_forward(g, mk.rows, w, wp, &mut bufs);
-    run(g, mk, x, wp, bias, y, &mut bufs);
+    pack_and_run(mk, g, (x, bias), y, scratch, |wp, bufs| pack_forward(g, mk.rows, w, wp, bufs));
 }
 
 /// `x[n] = col2im(Wᵀ · y[n]) (+ bias)` (`backward_data` of `kernels/conv.rs`) for a
@@ -340,13 +333,27 @@ fn backward_data_on(
     scratch: ConvScratch<'_>,
 ) {
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
-    let _flush = parallel::FlushDenormals::new();
+    pack_and_run(mk, &t, (y, bias), x, scratch, |wp, bufs| pack_backward(g, &t, mk.rows, w, wp, bufs));
+}
+
+/// The forward of `t` from `src` into `dst` (`t` is `g` itself for [`forward`], its
+/// transposed convolution for [`backward_data`]): `scratch` split into the workers'
+/// [`run_len`] floats of `t` and the packed weight after them, which `pack` fills first.
+fn pack_and_run(
+    mk: Micro,
+    t: &ConvGeom,
+    (src, bias): (&[f32], Option<&[f32]>),
+    dst: &mut [f32],
+    scratch: ConvScratch<'_>,
+    pack: impl FnOnce(&mut [f32], &mut [&mut [f32]]),
+) {
+    let _flush = parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     let parts = scratch.parts.max(1);
-    let len = run_len(&t, mk);
+    let len = run_len(t, mk);
     let (work, wp) = scratch.buf.split_at_mut(parts * len);
     let mut bufs = split_len(work, parts, len);
-    pack_backward(g, &t, mk.rows, w, wp, &mut bufs);
-    run(&t, mk, y, wp, bias, x, &mut bufs);
+    pack(wp, &mut bufs);
+    run(t, mk, src, wp, bias, dst, &mut bufs);
 }
 
 /// `dst += lhs · rhs` by the microkernel for `m` rows (whole vectors) by `n` columns over `k`
@@ -449,7 +456,7 @@ fn band_tiles(g: &ConvGeom, mk: Micro, panel: &[f32], xp: &[f32], rows: std::ops
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{check_activation_maps, geom, naive_backward, naive_forward};
+    use super::super::tests::{check_activation_maps, geom, naive_backward, naive_forward, small_maps};
     use super::*;
     use crate::runtime::{isa, Isa};
 
@@ -463,9 +470,7 @@ mod tests {
     /// microkernel `mk` on `parts` workers, against the definition, whatever the dispatch rules
     /// would choose.
     fn check_driver(mk: Micro, g: &ConvGeom, backward: bool, parts: usize, what: &str) {
-        let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-        let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-        let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
+        let (x, w, b, gy) = small_maps(g);
         let len = |t: &ConvGeom| parts * run_len(t, mk) + weight_len(g);
         let mut buf = vec![f32::NAN; len(g)];
         let mut y = vec![f32::NAN; g.n * g.cols_len()];
@@ -474,7 +479,6 @@ mod tests {
         if backward {
             let t = transposed(g).expect("a stride-1 case");
             let mut buf = vec![f32::NAN; len(&t)];
-            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
             let mut gx = vec![f32::NAN; x.len()];
             backward_data_on(mk, g, (&gy, &w, None), &mut gx, ConvScratch { parts, buf: &mut buf });
             assert_eq!(gx, naive_backward(g, &x, &w, &gy).0, "{what}: input gradient");

@@ -108,14 +108,14 @@ pub(super) fn partial(
     let (grid, rest) = rest.split_at_mut(g.oh * pw * o);
     let (xc, xp) = rest.split_at_mut(il);
     let xp = &mut xp[..(ph * pw + g.k.1) * c];
+    let (chunk, grid_len) = (chunk_rows(g) * pw, g.oh * pw);
     let _flush = crate::parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     for n in samples {
         // The gradient on its grid (zeros in the extra columns), the image with its padding.
         channel_last(&y[n * cl..][..cl], (o, g.oh, g.ow), (0, 0, pw), grid, gyt);
         channel_last(&x[n * il..][..il], (c, g.h, g.w), (g.pad.0, g.pad.1, pw), xp, xc);
-        for q0 in (0..g.oh).step_by(chunk_rows(g)).map(|r| r * pw) {
-            let k = (chunk_rows(g) * pw).min(g.oh * pw - q0);
-            add_run(g, mk, (q0, k), grid, xp, gw);
+        for q0 in (0..grid_len).step_by(chunk) {
+            add_run(g, mk, (q0, chunk.min(grid_len - q0)), grid, xp, gw);
         }
     }
 }
@@ -140,7 +140,7 @@ fn add_run(g: &ConvGeom, mk: Micro, (q0, k): (usize, usize), grid: &[f32], xp: &
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{geom, naive_backward};
+    use super::super::tests::{geom, naive_backward, small_maps};
     use super::super::{backward_weight, ConvScratch};
     use super::*;
 
@@ -159,9 +159,7 @@ mod tests {
         ];
         for (i, g) in cases.iter().enumerate() {
             assert_eq!(applies(g), micro().is_some_and(|mk| mk.weight_gradient), "case {i}");
-            let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-            let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-            let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+            let (x, w, _, gy) = small_maps(g);
             let (_, want) = naive_backward(g, &x, &w, &gy);
             for parts in [1, 2] {
                 let mut buf = vec![f32::NAN; g.scratch_len(parts, true)];

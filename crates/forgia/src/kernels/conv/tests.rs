@@ -192,10 +192,7 @@ fn products_on_padded_rows_match_the_definition_and_each_other_s_adjoints() {
     ];
     for (i, g) in cases.iter().enumerate() {
         assert_eq!(g.padded(), i < 2, "case {i}");
-        let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-        let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-        let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
-        let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+        let (x, w, b, gy) = small_maps(g);
         for parts in [1, 2] {
             // One buffer for the three maps: the larger of their needs (the last case's 16-pixel
             // samples share the forward's and the input gradient's products).
@@ -257,10 +254,7 @@ fn products_band_by_band_match_the_definition() {
     ];
     for (i, g) in cases.iter().enumerate() {
         assert!(g.banded() && g.oh % g.band_rows() != 0, "case {i}: {} rows a band", g.band_rows());
-        let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-        let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-        let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
-        let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+        let (x, w, b, gy) = small_maps(g);
         let (want_gx, want_gw) = naive_backward(g, &x, &w, &gy);
         for parts in [1, 2] {
             let mut buf = vec![f32::NAN; g.scratch_len(parts, true).max(g.scratch_len(parts, false))];
@@ -277,14 +271,21 @@ fn products_band_by_band_match_the_definition() {
     }
 }
 
+/// Operands of `g` over small integers, whose sums are exact in any order: the images `x`,
+/// the weight `w`, a bias `b` and an output gradient `gy`.
+pub(super) fn small_maps(g: &ConvGeom) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
+    let w = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
+    let b = (0..g.o).map(|v| v as f32).collect();
+    let gy = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+    (x, w, b, gy)
+}
+
 /// Runs the forward (with a bias) and the input gradient (with a bias per input channel, as
 /// conv_transpose2d's forward has) of `g` on `parts` workers over small integers, whose sums
 /// are exact in any order, and asserts both equal the definition.
 pub(super) fn check_activation_maps(g: &ConvGeom, parts: usize, what: &str) {
-    let x: Vec<f32> = (0..g.n * g.image_len()).map(|v| (v % 7) as f32 - 3.0).collect();
-    let w: Vec<f32> = (0..g.o * g.kg()).map(|v| (v % 5) as f32 - 2.0).collect();
-    let b: Vec<f32> = (0..g.o).map(|v| v as f32).collect();
-    let gy: Vec<f32> = (0..g.n * g.cols_len()).map(|v| (v % 3) as f32 - 1.0).collect();
+    let (x, w, b, gy) = small_maps(g);
     let cb: Vec<f32> = (0..g.c).map(|v| v as f32 - 1.0).collect();
     let (gx_def, _) = naive_backward(g, &x, &w, &gy);
     let want_gx: Vec<f32> = gx_def.iter().enumerate().map(|(j, v)| v + cb[j / (g.h * g.w) % g.c]).collect();
