@@ -1,6 +1,7 @@
 //! `forgia bench`: the workload suite of BENCHMARKS.md, one line per workload:
 //! `name=<W> impl=forgia median_ms=<x> extra=<k=v,...>`.
 
+mod convs;
 mod peak;
 mod w12;
 mod w9;
@@ -16,7 +17,8 @@ mod w10;
 /// Arguments of `forgia bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// Workloads to run (W1 … W9, W11, W12, and `peak`, the FMA peak probe; W10 by name only,
+    /// Workloads to run (W1 … W9, W11, W12, W12conv (W12's convolutions one product at a time),
+    /// and `peak`, the FMA peak probe; W10 by name only,
     /// under mpirun, feature `distributed`); all but W10 when none is given.
     workloads: Vec<String>,
     /// Worker threads (default: all cores).
@@ -28,7 +30,8 @@ pub(crate) struct BenchArgs {
     /// W9's batch and sequence length as `B,S` (default 32,64; smaller to check it runs).
     #[arg(long, value_name = "B,S", value_parser = parse_pair)]
     w9_sizes: Option<(usize, usize)>,
-    /// W12's batch and image side as `B,S` (default 8,224; smaller to check it runs).
+    /// W12's (and W12conv's) batch and image side as `B,S` (default 8,224; smaller to check it
+    /// runs).
     #[arg(long, value_name = "B,S", value_parser = parse_pair)]
     w12_sizes: Option<(usize, usize)>,
     /// Ops in W1's and W8's chains (defaults 10,000 and 1,000,000; smaller to profile W8
@@ -66,7 +69,8 @@ pub(crate) enum BenchError {
     Distributed(String),
 }
 
-const KNOWN: &[&str] = &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11", "W12", "peak"];
+const KNOWN: &[&str] =
+    &["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W7ckpt", "W8", "W9", "W11", "W12", "W12conv", "peak"];
 
 /// Runs the requested workloads.
 pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
@@ -92,6 +96,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<(), BenchError> {
             "W9" => w9::w9_minilm_lora(args.reps, args.w9_sizes)?,
             "W11" => w11_add_chain(args.reps)?,
             "W12" => w12::w12_resnet18(args.reps, args.w12_sizes)?,
+            "W12CONV" => convs::w12_convs(args.reps, args.w12_sizes)?,
             "PEAK" => peak::peak(args.reps)?,
             #[cfg(feature = "distributed")]
             "W10" => match w10::w10(args.reps)? {

@@ -45,8 +45,15 @@ pub(super) fn w12_resnet18(reps: usize, sizes: Option<(usize, usize)>) -> Result
 /// forward's convolutions and classifier (forward, input gradient, weight gradient), counting
 /// the stem's input gradient, which is not computed.
 fn step_gflop(b: usize, side: usize) -> f64 {
+    let conv: f64 = convolutions(side).iter().map(|&(s, ci, co, k)| 2.0 * (s * s * ci * co * k * k) as f64).sum();
+    let fc = 2.0 * (ResNetConfig::default().hidden_sizes.last().copied().unwrap_or(0) * CLASSES) as f64;
+    3.0 * b as f64 * (conv + fc) / 1e9
+}
+
+/// `(output side, input channels, output channels, kernel)` of every convolution of the
+/// default ResNet-18 on images of side `side`, in the order the forward runs them.
+pub(super) fn convolutions(side: usize) -> Vec<(usize, usize, usize, usize)> {
     let c = ResNetConfig::default();
-    // (output side, input channels, output channels, kernel) of every convolution.
     let mut convs = Vec::new();
     let mut s = side.div_ceil(2);
     convs.push((s, c.num_channels, c.embedding_size, 7));
@@ -65,7 +72,5 @@ fn step_gflop(b: usize, side: usize) -> f64 {
             cin = cout;
         }
     }
-    let conv: f64 = convs.iter().map(|&(s, ci, co, k)| 2.0 * (s * s * ci * co * k * k) as f64).sum();
-    let fc = 2.0 * (cin * CLASSES) as f64;
-    3.0 * b as f64 * (conv + fc) / 1e9
+    convs
 }
