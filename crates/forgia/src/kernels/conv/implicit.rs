@@ -98,6 +98,37 @@ const BAND_PIXELS: usize = 256;
 /// through im2col (docs/BENCHMARKS.md, session twenty-six).
 const MIN_RUN: usize = 64;
 
+/// How the driver cuts a tile's sum into microkernel calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Calls {
+    /// One call per kernel row (`kw·C` steps: the row's taps are consecutive in the
+    /// channel-last image), the padding's columns summed as zeros.
+    KernelRows,
+    /// One call per tap (`C` steps), over the output columns whose input column for the tap
+    /// is inside the image: the padding's taps are skipped (at 7×7 with a 3×3 kernel, 2 of 21
+    /// columns a kernel row), and the tiles of a row are cut from the columns each tap
+    /// reaches (6, 7 and 6 at 7×7: the two 6-pixel tiles run the full-width microkernel).
+    Taps,
+}
+
+/// The fewest channels (steps of a tap's call) for [`Calls::Taps`]. Forgia against forgia
+/// (docs/BENCHMARKS.md, session twenty-eight): ResNet-18's 7×7 layers over 512 channels ran
+/// 9–13% faster by taps, its 14×14 ones over 256 2–3%, and the 28×28 ones over 128 2% and the
+/// 56×56 over 64 7% slower (a call's fixed cost against its shorter sum).
+const TAP_CALLS_MIN_CHANNELS: usize = 256;
+
+impl Calls {
+    /// The calls for the convolution `g`: by taps from [`TAP_CALLS_MIN_CHANNELS`] input
+    /// channels on, when a kernel row has more than one tap.
+    fn for_geom(g: &ConvGeom) -> Calls {
+        if g.c >= TAP_CALLS_MIN_CHANNELS && g.k.1 > 1 {
+            Calls::Taps
+        } else {
+            Calls::KernelRows
+        }
+    }
+}
+
 /// True when the forward of `g` (image → columns) runs here: a microkernel for this machine,
 /// one group, unit dilation, a kernel of more than one tap with at least [`MIN_RUN`] floats a
 /// kernel row, output channels in whole vectors, and output rows of at least the kernel's
@@ -292,19 +323,19 @@ pub(super) fn forward(
     scratch: ConvScratch<'_>,
 ) {
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
-    forward_on(mk, g, (x, w, bias), y, scratch);
+    forward_on((mk, Calls::for_geom(g)), g, (x, w, bias), y, scratch);
 }
 
-/// [`forward`] with the microkernel `mk`, `scratch` at least [`run_len`] floats a worker and
-/// then [`weight_len`].
+/// [`forward`] with the microkernel `mk` and the `calls`, `scratch` at least [`run_len`]
+/// floats a worker and then [`weight_len`].
 fn forward_on(
-    mk: Micro,
+    (mk, calls): (Micro, Calls),
     g: &ConvGeom,
     (x, w, bias): (&[f32], &[f32], Option<&[f32]>),
     y: &mut [f32],
     scratch: ConvScratch<'_>,
 ) {
-    pack_and_run(mk, g, (x, bias), y, scratch, |wp, bufs| pack_forward(g, mk.rows, w, wp, bufs));
+    pack_and_run((mk, calls), g, (x, bias), y, scratch, |wp, bufs| pack_forward(g, mk.rows, w, wp, bufs));
 }
 
 /// `x[n] = col2im(Wᵀ · y[n]) (+ bias)` (`backward_data` of `kernels/conv.rs`) for a
@@ -320,27 +351,29 @@ pub(super) fn backward_data(
     scratch: ConvScratch<'_>,
 ) {
     let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
-    backward_data_on(mk, g, (y, w, bias), x, scratch);
+    let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
+    backward_data_on((mk, Calls::for_geom(&t)), g, (y, w, bias), x, scratch);
 }
 
-/// [`backward_data`] with the microkernel `mk`, `scratch` at least [`run_len`] of the
-/// transposed convolution a worker and then [`weight_len`].
+/// [`backward_data`] with the microkernel `mk` and the `calls` (of the transposed
+/// convolution), `scratch` at least [`run_len`] of the transposed convolution a worker and
+/// then [`weight_len`].
 fn backward_data_on(
-    mk: Micro,
+    (mk, calls): (Micro, Calls),
     g: &ConvGeom,
     (y, w, bias): (&[f32], &[f32], Option<&[f32]>),
     x: &mut [f32],
     scratch: ConvScratch<'_>,
 ) {
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
-    pack_and_run(mk, &t, (y, bias), x, scratch, |wp, bufs| pack_backward(g, &t, mk.rows, w, wp, bufs));
+    pack_and_run((mk, calls), &t, (y, bias), x, scratch, |wp, bufs| pack_backward(g, &t, mk.rows, w, wp, bufs));
 }
 
 /// The forward of `t` from `src` into `dst` (`t` is `g` itself for [`forward`], its
 /// transposed convolution for [`backward_data`]): `scratch` split into the workers'
 /// [`run_len`] floats of `t` and the packed weight after them, which `pack` fills first.
 fn pack_and_run(
-    mk: Micro,
+    (mk, calls): (Micro, Calls),
     t: &ConvGeom,
     (src, bias): (&[f32], Option<&[f32]>),
     dst: &mut [f32],
@@ -353,7 +386,7 @@ fn pack_and_run(
     let (work, wp) = scratch.buf.split_at_mut(parts * len);
     let mut bufs = split_len(work, parts, len);
     pack(wp, &mut bufs);
-    run(t, mk, src, wp, bias, dst, &mut bufs);
+    run(t, (mk, calls), src, wp, bias, dst, &mut bufs);
 }
 
 /// `dst += lhs · rhs` by the microkernel for `m` rows (whole vectors) by `n` columns over `k`
@@ -405,8 +438,16 @@ pub(super) fn product(
 
 /// The driver: `y[n] = W · x[n] (+ bias)` for the convolution `g` with its weight packed in
 /// `wp` ([`pack_forward`]), the samples spread over the workers of `bufs` ([`run_len`]
-/// floats each at least).
-fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: &mut [f32], bufs: &mut [&mut [f32]]) {
+/// floats each at least), the microkernel `mk` called as `calls` says.
+fn run(
+    g: &ConvGeom,
+    (mk, calls): (Micro, Calls),
+    x: &[f32],
+    wp: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    bufs: &mut [&mut [f32]],
+) {
     let (k, o, ohw, il) = (g.kg(), g.o, g.ohw(), g.image_len());
     let (pw, band) = (padded_w(g), band_rows(g));
     let mut outs: Vec<&mut [f32]> = y.chunks_mut(g.cols_len()).collect();
@@ -420,7 +461,11 @@ fn run(g: &ConvGeom, mk: Micro, x: &[f32], wp: &[f32], bias: Option<&[f32]>, y: 
                 let rows = oh0..(oh0 + band).min(g.oh);
                 let (first, px) = (oh0 * g.ow, rows.len() * g.ow);
                 let tiles = &mut tiles[..px * mk.rows];
-                band_tiles(g, mk, &wp[o0 * k..][..k * mb], xp, rows, tiles);
+                let panel = &wp[o0 * k..][..k * mb];
+                match calls {
+                    Calls::KernelRows => band_tiles(g, mk, panel, xp, rows, tiles),
+                    Calls::Taps => band_tiles_by_tap(g, mk, panel, xp, rows, tiles),
+                }
                 transpose_to(tiles, px, mb, mk.rows, &mut yn[o0 * ohw + first..], ohw);
             }
         }
@@ -454,6 +499,41 @@ fn band_tiles(g: &ConvGeom, mk: Micro, panel: &[f32], xp: &[f32], rows: std::ops
     }
 }
 
+/// [`band_tiles`] with one microkernel call per tap ([`Calls::Taps`]): tap `(ki, kj)` adds to
+/// the output columns whose input column `ow·stride + kj - pad` is inside the image, over the
+/// `C` rows of the panel's slab for the tap.
+fn band_tiles_by_tap(
+    g: &ConvGeom,
+    mk: Micro,
+    panel: &[f32],
+    xp: &[f32],
+    rows: std::ops::Range<usize>,
+    tiles: &mut [f32],
+) {
+    let (pw, step) = (padded_w(g), g.stride.1 * g.c);
+    let mb = panel.len() / g.kg();
+    tiles.fill(0.0);
+    for (ki, kj) in (0..g.k.0).flat_map(|i| (0..g.k.1).map(move |j| (i, j))) {
+        let lhs = &panel[(ki * g.k.1 + kj) * g.c * mb..][..g.c * mb];
+        // Output columns `lo..hi` read input columns `0..W` with this tap.
+        let lo = g.pad.1.saturating_sub(kj).div_ceil(g.stride.1);
+        let hi = g.ow.min((g.w + g.pad.1).saturating_sub(kj).div_ceil(g.stride.1));
+        for oh in rows.clone() {
+            let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
+            if ih >= g.h || lo >= hi {
+                continue; // a kernel row in the padding (wrapped when above), or a tap in it
+            }
+            for (first, nn) in column_tiles(hi - lo, mk.cols) {
+                let ow0 = lo + first;
+                let tile = &mut tiles[((oh - rows.start) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
+                // Column `ow·stride + kj` of the copy, whose first `pad` columns are padding.
+                let rhs = &xp[(ih * pw + ow0 * g.stride.1 + kj) * g.c..][..(nn - 1) * step + g.c];
+                product(mk, (mb, nn, g.c), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::tests::{check_activation_maps, geom, naive_backward, naive_forward, small_maps};
@@ -469,18 +549,18 @@ mod tests {
     /// The forward of `g` (and its input gradient when `backward`) run by the driver with the
     /// microkernel `mk` on `parts` workers, against the definition, whatever the dispatch rules
     /// would choose.
-    fn check_driver(mk: Micro, g: &ConvGeom, backward: bool, parts: usize, what: &str) {
+    fn check_driver((mk, calls): (Micro, Calls), g: &ConvGeom, backward: bool, parts: usize, what: &str) {
         let (x, w, b, gy) = small_maps(g);
         let len = |t: &ConvGeom| parts * run_len(t, mk) + weight_len(g);
         let mut buf = vec![f32::NAN; len(g)];
         let mut y = vec![f32::NAN; g.n * g.cols_len()];
-        forward_on(mk, g, (&x, &w, Some(&b)), &mut y, ConvScratch { parts, buf: &mut buf });
+        forward_on((mk, calls), g, (&x, &w, Some(&b)), &mut y, ConvScratch { parts, buf: &mut buf });
         assert_eq!(y, naive_forward(g, &x, &w, &b), "{what}: forward");
         if backward {
             let t = transposed(g).expect("a stride-1 case");
             let mut buf = vec![f32::NAN; len(&t)];
             let mut gx = vec![f32::NAN; x.len()];
-            backward_data_on(mk, g, (&gy, &w, None), &mut gx, ConvScratch { parts, buf: &mut buf });
+            backward_data_on((mk, calls), g, (&gy, &w, None), &mut gx, ConvScratch { parts, buf: &mut buf });
             assert_eq!(gx, naive_backward(g, &x, &w, &gy).0, "{what}: input gradient");
         }
     }
@@ -530,7 +610,10 @@ mod tests {
             for parts in [1, 2] {
                 check_activation_maps(g, parts, &format!("case {i}, {parts} parts"));
                 for mk in micros() {
-                    check_driver(mk, g, backward[i], parts, &format!("case {i}, {} rows, {parts} parts", mk.rows));
+                    for calls in [Calls::KernelRows, Calls::Taps] {
+                        let what = format!("case {i}, {} rows, {calls:?}, {parts} parts", mk.rows);
+                        check_driver((mk, calls), g, backward[i], parts, &what);
+                    }
                 }
             }
         }
@@ -539,5 +622,14 @@ mod tests {
         assert_eq!(micros().len(), [Isa::Avx2, Isa::Avx512].iter().filter(|&&t| t <= isa()).count());
         assert!(!cases[6].oh.is_multiple_of(band_rows(&cases[6])), "a short last band");
         assert!(cases[9].pad.1 > padded_w(&cases[9]), "padding past the padded row");
+    }
+
+    #[test]
+    fn calls_go_tap_by_tap_from_256_channels_on_a_kernel_row_of_several_taps() {
+        let g = |c: usize, k: (usize, usize)| ConvGeom { n: 1, o: 64, ..geom(c, (7, 7), k, (1, 1), (1, 1), (1, 1)) };
+        assert_eq!(Calls::for_geom(&g(512, (3, 3))), Calls::Taps);
+        assert_eq!(Calls::for_geom(&g(256, (3, 3))), Calls::Taps);
+        assert_eq!(Calls::for_geom(&g(128, (3, 3))), Calls::KernelRows);
+        assert_eq!(Calls::for_geom(&g(512, (3, 1))), Calls::KernelRows);
     }
 }
