@@ -5,7 +5,8 @@
 //!
 //! The bias, added per channel and summed out of the gradient, is in `conv/bias.rs`.
 //!
-//! With AVX-512 (with AVX2, on output rows of 14 pixels and more), the forward and the
+//! With AVX-512 (with AVX2, on output rows of 14 pixels and more, or of any width from 256
+//! input channels on), the forward and the
 //! stride-1 input gradient of most convolutions run as an implicit GEMM instead
 //! (`conv/implicit.rs`: the crate's microkernel on a channel-last copy of the image, no column
 //! matrix), and with AVX-512 so does the weight gradient of stride-1 convolutions on large

@@ -2,7 +2,7 @@
 //! own on the image where it lies, with no column matrix. It runs the forward, and the input
 //! gradient of a stride-1 convolution as the forward of its transposed convolution (the
 //! output gradient convolved with the flipped kernel), with AVX-512 (and with AVX2 on rows of
-//! 14 pixels and more: [`micro`]).
+//! 14 pixels and more, or of any width when called by taps: [`micro`]).
 //!
 //! The output channels are the microkernel's rows (64 a tile with AVX-512, 16 with AVX2, from
 //! the weight packed once per call into panels `[C·kh·kw, 64]` in tap-major order,
@@ -14,7 +14,9 @@
 //! driver runs a band of output rows kernel row by kernel row, so the kernel row's slab of the
 //! panel stays in the L2 across the band, then transposes the band's tiles into the output's
 //! `[O, OH·OW]`. Kernel rows that fall in the vertical padding are skipped; the horizontal
-//! padding is zero columns of the channel-last copy.
+//! padding is zero columns of the channel-last copy. From 256 input channels on, the driver
+//! calls the microkernel tap by tap instead ([`Calls`]), each call over the output columns
+//! whose tap is inside the image, so the padding's taps are skipped too.
 //!
 //! Through im2col, the crate's rows were the pixels and its columns the output channels,
 //! which no tile of 6 divides (64 = 10·6 + 4), and each sample's column matrix was written by
@@ -35,7 +37,8 @@ pub(super) struct Micro {
     pub(super) lanes: usize,
     pub(super) rows: usize,
     pub(super) cols: usize,
-    /// The narrowest output row the driver takes with this kernel.
+    /// The narrowest output row the driver takes with this kernel when it calls it kernel row
+    /// by kernel row ([`Calls::KernelRows`]; by taps it takes any).
     pub(super) min_ow: usize,
     /// True when the weight gradient takes it too (`conv/implicit_weight.rs`).
     pub(super) weight_gradient: bool,
@@ -47,8 +50,10 @@ pub(super) struct Micro {
 /// The microkernel for the instruction set the kernels run with, if the driver has one.
 ///
 /// AVX2's (16 × 6, two vectors by six columns in its 12 accumulators) ran slower than im2col
-/// at 7 pixels a row, where a row's tiles are 4 + 3 (eight or six accumulators for the FMAs'
-/// four cycles of latency), and faster at 14, 28 and 56; and in the weight gradient, where
+/// at 7 pixels a row called by kernel rows, where a row's tiles are 4 + 3 (eight or six
+/// accumulators for the FMAs' four cycles of latency), and faster at 14, 28 and 56; by taps,
+/// where two of a 3×3 kernel's three taps reach 6 of the 7 columns and run whole tiles, faster
+/// at 7 too (session twenty-eight); and in the weight gradient, where
 /// each call reads 16 of every pixel's `O` floats of the output gradient and so a quarter of
 /// each cache line it loads at 64 channels, slower at every size (docs/BENCHMARKS.md, session
 /// twenty-seven, with the instruction set capped to AVX2 on the AVX-512 EPYC).
@@ -132,11 +137,11 @@ impl Calls {
 /// True when the forward of `g` (image → columns) runs here: a microkernel for this machine,
 /// one group, unit dilation, a kernel of more than one tap with at least [`MIN_RUN`] floats a
 /// kernel row, output channels in whole vectors, and output rows of at least the kernel's
-/// [`Micro::min_ow`] pixels.
+/// [`Micro::min_ow`] pixels unless it is called by taps.
 pub(super) fn forward_applies(g: &ConvGeom) -> bool {
     micro().is_some_and(|mk| {
         g.groups == 1
-            && g.ow >= mk.min_ow
+            && (g.ow >= mk.min_ow || Calls::for_geom(g) == Calls::Taps)
             && g.dil == (1, 1)
             && g.k.0 * g.k.1 > 1
             && g.k.1 * g.c >= MIN_RUN
@@ -631,5 +636,8 @@ mod tests {
         assert_eq!(Calls::for_geom(&g(256, (3, 3))), Calls::Taps);
         assert_eq!(Calls::for_geom(&g(128, (3, 3))), Calls::KernelRows);
         assert_eq!(Calls::for_geom(&g(512, (3, 1))), Calls::KernelRows);
+        // By taps, rows narrower than the kernel's `min_ow` run here too (AVX2's at 7 pixels).
+        assert_eq!(forward_applies(&g(512, (3, 3))), micro().is_some());
+        assert_eq!(forward_applies(&g(128, (3, 3))), micro().is_some_and(|mk| mk.min_ow <= 7));
     }
 }
