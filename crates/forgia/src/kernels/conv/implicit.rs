@@ -466,11 +466,7 @@ fn run(
                 let rows = oh0..(oh0 + band).min(g.oh);
                 let (first, px) = (oh0 * g.ow, rows.len() * g.ow);
                 let tiles = &mut tiles[..px * mk.rows];
-                let panel = &wp[o0 * k..][..k * mb];
-                match calls {
-                    Calls::KernelRows => band_tiles(g, mk, panel, xp, rows, tiles),
-                    Calls::Taps => band_tiles_by_tap(g, mk, panel, xp, rows, tiles),
-                }
+                band_tiles(g, (mk, calls), &wp[o0 * k..][..k * mb], xp, rows, tiles);
                 transpose_to(tiles, px, mb, mk.rows, &mut yn[o0 * ohw + first..], ohw);
             }
         }
@@ -482,34 +478,14 @@ fn run(
 
 /// The channel-last tiles `[P, 64]` of the output rows `rows` for the panel's output channels
 /// (`panel` is `[C·kh·kw, mb]`), from the image `xp` ([`channel_last`] with the column
-/// padding). Kernel row by kernel row: its slab of the panel (`kw·C·64` floats) stays in the
-/// L2 across the band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB).
-fn band_tiles(g: &ConvGeom, mk: Micro, panel: &[f32], xp: &[f32], rows: std::ops::Range<usize>, tiles: &mut [f32]) {
-    let (pw, run, step) = (padded_w(g), g.k.1 * g.c, g.stride.1 * g.c);
-    let mb = panel.len() / g.kg();
-    tiles.fill(0.0);
-    for ki in 0..g.k.0 {
-        let lhs = &panel[ki * run * mb..][..run * mb];
-        for oh in rows.clone() {
-            let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
-            if ih >= g.h {
-                continue; // a kernel row in the padding (wrapped when above)
-            }
-            for (ow0, nn) in column_tiles(g.ow, mk.cols) {
-                let tile = &mut tiles[((oh - rows.start) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
-                let rhs = &xp[(ih * pw + ow0 * g.stride.1) * g.c..][..(nn - 1) * step + run];
-                product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
-            }
-        }
-    }
-}
-
-/// [`band_tiles`] with one microkernel call per tap ([`Calls::Taps`]): tap `(ki, kj)` adds to
-/// the output columns whose input column `ow·stride + kj - pad` is inside the image, over the
-/// `C` rows of the panel's slab for the tap.
-fn band_tiles_by_tap(
+/// padding), the microkernel called as `calls` says. Kernel row by kernel row (each tap of it
+/// in turn, by taps): its slab of the panel (`kw·C·64` floats) stays in the L2 across the
+/// band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB). By kernel rows a call covers
+/// every output column, the padding's read as zeros; by taps, tap `(ki, kj)` covers the
+/// columns whose input column `ow·stride + kj - pad` is inside the image.
+fn band_tiles(
     g: &ConvGeom,
-    mk: Micro,
+    (mk, calls): (Micro, Calls),
     panel: &[f32],
     xp: &[f32],
     rows: std::ops::Range<usize>,
@@ -517,12 +493,22 @@ fn band_tiles_by_tap(
 ) {
     let (pw, step) = (padded_w(g), g.stride.1 * g.c);
     let mb = panel.len() / g.kg();
+    // A call sums `taps` taps of one kernel row from tap `kj` on; `starts` such calls a row.
+    let (taps, starts) = match calls {
+        Calls::KernelRows => (g.k.1, 1),
+        Calls::Taps => (1, g.k.1),
+    };
+    let run = taps * g.c;
     tiles.fill(0.0);
-    for (ki, kj) in (0..g.k.0).flat_map(|i| (0..g.k.1).map(move |j| (i, j))) {
-        let lhs = &panel[(ki * g.k.1 + kj) * g.c * mb..][..g.c * mb];
-        // Output columns `lo..hi` read input columns `0..W` with this tap.
-        let lo = g.pad.1.saturating_sub(kj).div_ceil(g.stride.1);
-        let hi = g.ow.min((g.w + g.pad.1).saturating_sub(kj).div_ceil(g.stride.1));
+    for (ki, kj) in (0..g.k.0).flat_map(|i| (0..starts).map(move |j| (i, j))) {
+        let lhs = &panel[(ki * g.k.1 + kj) * g.c * mb..][..run * mb];
+        let (lo, hi) = match calls {
+            Calls::KernelRows => (0, g.ow),
+            Calls::Taps => (
+                g.pad.1.saturating_sub(kj).div_ceil(g.stride.1),
+                g.ow.min((g.w + g.pad.1).saturating_sub(kj).div_ceil(g.stride.1)),
+            ),
+        };
         for oh in rows.clone() {
             let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
             if ih >= g.h || lo >= hi {
@@ -532,8 +518,8 @@ fn band_tiles_by_tap(
                 let ow0 = lo + first;
                 let tile = &mut tiles[((oh - rows.start) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
                 // Column `ow·stride + kj` of the copy, whose first `pad` columns are padding.
-                let rhs = &xp[(ih * pw + ow0 * g.stride.1 + kj) * g.c..][..(nn - 1) * step + g.c];
-                product(mk, (mb, nn, g.c), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
+                let rhs = &xp[(ih * pw + ow0 * g.stride.1 + kj) * g.c..][..(nn - 1) * step + run];
+                product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
             }
         }
     }
