@@ -1,8 +1,10 @@
-"""The timing rule of `forgia bench`, shared by the PyTorch twins run with bench/alternate.sh:
-one warm-up call, then at least `reps` timed calls, or more until about 3 s have passed (at
-most 1,000); the median in milliseconds."""
+"""The timing rules of `forgia bench`, shared by the PyTorch twins run with bench/alternate.sh,
+and the command line of the ResNet-18 twins."""
+import argparse
 import statistics
 import time
+
+import torch
 
 
 def median_ms(reps, f):
@@ -13,3 +15,31 @@ def median_ms(reps, f):
         f()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def fixed_median_ms(reps, f):
+    """One warm-up call of f, then exactly `reps` timed calls (at least one): the median in
+    milliseconds. W12conv's rule, whose 32 products at 3 s each would last minutes."""
+    f()
+    times = []
+    for _ in range(max(reps, 1)):
+        t = time.perf_counter()
+        f()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def resnet_args():
+    """The ResNet-18 twins' options (--threads, default 2; --reps, default 10; --sizes B,S,
+    default 8,224), with PyTorch set to those threads and one inter-op thread, seeded with
+    12: returns (args, batch, image side)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--sizes", default="8,224", help="batch and image side as B,S")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    b, side = (int(v) for v in args.sizes.split(","))
+    torch.manual_seed(12)
+    return args, b, side

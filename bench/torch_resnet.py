@@ -11,13 +11,11 @@ convolution + BatchNorm shortcut; global average pool; Linear(512, 1000)) on ran
 Usage: .venv/bin/python bench/torch_resnet.py [--threads N] [--reps R] [--sizes B,S]
 Needs only torch (`.venv/bin/pip install torch==2.15.0`).
 """
-import argparse
-
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from bench_timing import median_ms
+from bench_timing import median_ms, resnet_args
 
 
 class ConvNorm(nn.Module):
@@ -61,15 +59,7 @@ class ResNet18(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--sizes", default="8,224", help="batch and image side as B,S")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    b, side = (int(v) for v in args.sizes.split(","))
-    torch.manual_seed(12)
+    args, b, side = resnet_args()
     model = ResNet18()
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -13,12 +13,10 @@ Compare: bench/alternate.sh 3 median_ms,s4_f,s4_d,... \
     'target/release/forgia bench W12conv --threads 2' \
     '.venv/bin/python bench/torch_resnet_convs.py --threads 2'
 """
-import argparse
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
+
+from bench_timing import fixed_median_ms, resnet_args
 
 # (key, input side at 224x224 images, input channels, output channels, kernel, stride, count
 # in one step, input gradient computed): as LAYERS in crates/forgia-cli/src/bench/convs.rs.
@@ -37,27 +35,8 @@ LAYERS = [
 ]
 
 
-def median_of(reps, f):
-    """One warm-up call of f, then reps timed ones: the median in ms."""
-    f()
-    times = []
-    for _ in range(max(reps, 1)):
-        t = time.perf_counter()
-        f()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--sizes", default="8,224", help="batch and image side as B,S")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    b, image = (int(v) for v in args.sizes.split(","))
-    torch.manual_seed(12)
+    args, b, image = resnet_args()
     total, extra = 0.0, []
     for key, side, cin, cout, k, s, count, input_gradient in LAYERS:
         side = max(side * image // 224, 1)
@@ -75,9 +54,9 @@ def main():
             return lambda: torch.ops.aten.convolution_backward(
                 gy, x, w, None, [s, s], [pad, pad], [1, 1], False, [0, 0], 1, mask)
 
-        f = median_of(args.reps, forward)
-        d = median_of(args.reps, gradient([True, False, False])) if input_gradient else 0.0
-        wg = median_of(args.reps, gradient([False, True, False]))
+        f = fixed_median_ms(args.reps, forward)
+        d = fixed_median_ms(args.reps, gradient([True, False, False])) if input_gradient else 0.0
+        wg = fixed_median_ms(args.reps, gradient([False, True, False]))
         total += count * (f + d + wg)
         extra.append(f"{key}_f={f:.3f}")
         if input_gradient:
