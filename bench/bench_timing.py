@@ -19,14 +19,16 @@ def median_ms(reps, f):
 
 def fixed_median_ms(reps, f):
     """One warm-up call of f, then exactly `reps` timed calls (at least one): the median in
-    milliseconds. W12conv's rule, whose 32 products at 3 s each would last minutes."""
+    milliseconds, the upper of the two middle times for an even count, as W12conv's
+    `median_of` takes it (`crates/forgia-cli/src/bench/convs.rs`). W12conv's rule, whose 32
+    products at 3 s each would last minutes."""
     f()
     times = []
     for _ in range(max(reps, 1)):
         t = time.perf_counter()
         f()
         times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    return sorted(times)[len(times) // 2]
 
 
 def resnet_args():
