@@ -33,6 +33,7 @@ mod cols;
 mod direct;
 mod group;
 mod implicit;
+mod implicit_pack;
 mod implicit_weight;
 mod rows;
 mod stacked;
