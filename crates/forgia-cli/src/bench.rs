@@ -122,8 +122,14 @@ fn median_ms(reps: usize, mut f: impl FnMut() -> Result<(), forgia::Error>) -> R
         f()?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    Ok(median(times))
+}
+
+/// The median of `times`: the upper of the two middle values for an even count, the rule of
+/// every figure `forgia bench` prints (and of the twins' `fixed_median_ms`).
+pub(crate) fn median(mut times: Vec<f64>) -> f64 {
     times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    times[times.len() / 2]
 }
 
 /// The process's current resident size in MB (`VmRSS`).
@@ -254,8 +260,7 @@ fn branches(
     };
     let ms = median_ms(reps, || step(false))?;
     let serial_ms = median_ms(reps, || step(true))?;
-    forward_ms.sort_by(f64::total_cmp);
-    let fwd_ms = forward_ms[forward_ms.len() / 2];
+    let fwd_ms = median(forward_ms);
     Ok(line(name, ms, &[("serial_ms", format!("{serial_ms:.3}")), ("fwd_ms", format!("{fwd_ms:.3}"))]))
 }
 
@@ -437,10 +442,6 @@ fn w6_transformer(reps: usize) -> Result<String, forgia::Error> {
         }
         Ok(())
     })?;
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        format!("{:.1}", v[v.len() / 2])
-    };
-    let [f, b, s] = &mut phases;
-    Ok(line("W6", ms, &[("forward_ms", median(f)), ("backward_ms", median(b)), ("optimizer_ms", median(s))]))
+    let [f, b, s] = phases.map(|v| format!("{:.1}", median(v)));
+    Ok(line("W6", ms, &[("forward_ms", f), ("backward_ms", b), ("optimizer_ms", s)]))
 }

@@ -7,7 +7,7 @@
 
 use forgia::{Conv2dOptions, Rng, Tensor};
 
-use super::line;
+use super::{line, median};
 
 /// A convolution of ResNet-18: its key in the output, its input side at 224² images, input
 /// and output channels, kernel side, stride, how many of it one step runs, and whether the
@@ -44,9 +44,7 @@ const LAYERS: [Layer; 11] = [
 /// at 3 s each would make one run last minutes.
 fn median_of(reps: usize, mut f: impl FnMut() -> Result<f64, forgia::Error>) -> Result<f64, forgia::Error> {
     f()?;
-    let mut times = (0..reps.max(1)).map(|_| f()).collect::<Result<Vec<f64>, _>>()?;
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    Ok(median((0..reps.max(1)).map(|_| f()).collect::<Result<_, _>>()?))
 }
 
 /// Milliseconds since `t`.

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
-use super::line;
+use super::{line, median};
 
 mod tile;
 
@@ -206,8 +206,7 @@ fn median_rounds(threads: usize, reps: usize, budget_s: f64, probe: impl Fn() ->
     if let Some(payload) = lock(&panicked).take() {
         std::panic::resume_unwind(payload);
     }
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+    median(times)
 }
 
 /// The guarded value of a mutex that no thread holds across a panic (probes run outside it).

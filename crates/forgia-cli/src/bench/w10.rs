@@ -15,7 +15,7 @@ use forgia_distributed::{DdpOptions, DistributedDataParallel, DistributedSampler
 
 use crate::train::charlm::{CharTransformer, Config};
 
-use super::{line, BenchError};
+use super::{line, median, BenchError};
 
 mod cpu;
 
@@ -160,11 +160,6 @@ pub(super) fn w10(reps: usize) -> Result<Option<String>, BenchError> {
 
 fn dist(e: forgia_distributed::DistError) -> BenchError {
     BenchError::Distributed(e.to_string())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The rows `which` of the batch: ids `[n, CONTEXT]` and targets `[n·CONTEXT]`.
