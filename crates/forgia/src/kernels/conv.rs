@@ -160,19 +160,22 @@ impl ConvGeom {
     fn group_ld(&self, count: usize) -> usize {
         count.saturating_mul(self.ohw()).next_multiple_of(8)
     }
-    /// Samples per product of the weight gradient for `parts` slices: like
-    /// [`ConvGeom::group`], for samples of fewer than [`GROUP_BELOW`] output pixels unfolded
-    /// pixel-major (`conv/rows.rs`; not a pointwise convolution, whose product reads the image
-    /// in place), at most a slice's share of the batch; else 1. A product
+    /// Samples per product of the weight gradient for `parts` slices: for samples unfolded
+    /// pixel-major (`conv/rows.rs`; not a pointwise convolution, whose product reads the
+    /// image in place) of fewer than [`GROUP_BELOW`] output pixels, or of fewer than
+    /// [`STACK_BELOW`] with a weight gradient larger than [`STACK_GRADIENT_BYTES`], enough
+    /// samples for [`STACK_PIXELS`], at most a slice's share of the batch; else 1. A product
     /// of one such sample has an inner size of its few pixels, and reads and writes the whole
     /// weight gradient for it (ResNet's 7×7 layers: 49 pixels a sample against a 9 MB
-    /// `[512, 4608]` gradient).
+    /// `[512, 4608]` gradient; its 14×14 ones 196 against 2.4 MB).
     fn weight_stack(&self, parts: usize) -> usize {
         let ohw = self.ohw();
-        if self.is_pointwise() || !rows::applies(self) || self.banded() || ohw == 0 || ohw >= GROUP_BELOW {
+        let large = self.o.saturating_mul(self.kg()).saturating_mul(4) > STACK_GRADIENT_BYTES;
+        let few = ohw < GROUP_BELOW || (ohw < STACK_BELOW && large);
+        if self.is_pointwise() || !rows::applies(self) || self.banded() || ohw == 0 || !few {
             return 1;
         }
-        GROUP_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
+        STACK_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
     }
     /// True when the products run band by band ([`ConvGeom::band_rows`]).
     fn banded(&self) -> bool {
@@ -254,6 +257,23 @@ const GROUP_BELOW: usize = 64;
 /// The pixels a product of several samples aims for ([`ConvGeom::group`]): three of the
 /// AVX-512 kernel's 64-pixel tiles.
 const GROUP_PIXELS: usize = 192;
+
+/// Samples with fewer output pixels than this stack their weight-gradient products
+/// ([`ConvGeom::weight_stack`]) where the gradient is larger than [`STACK_GRADIENT_BYTES`].
+/// ResNet-18's 14×14 layers (196 pixels; a 2.4 MB gradient over 256 channels): two samples a
+/// product ran the weight gradient at batch 8 on two threads 12.5 → 10.7 ms while the host
+/// was in its slow state (the gradient then comes from a contended L3 once per product), level
+/// in its fast one (10.0 and 10.0; docs/BENCHMARKS.md, session twenty-nine).
+const STACK_BELOW: usize = 256;
+
+/// The weight gradient above which samples of fewer than [`STACK_BELOW`] pixels stack: the
+/// 1 MiB L2 of the AVX-512 EPYC (a smaller one stays in the L2 between products).
+const STACK_GRADIENT_BYTES: usize = 1 << 20;
+
+/// The pixels a stack of samples aims for ([`ConvGeom::weight_stack`]): two of ResNet's 14×14
+/// samples, eight of its 7×7 ones (at batch 16 on two threads, eight ran the 7×7 weight
+/// gradient as fast as four, 20.9 and 21.1 ms; at batch 8 a slice has four).
+const STACK_PIXELS: usize = 384;
 
 /// The bands of output rows of `g`: `0..r`, `r..2r`, … with `r` = [`ConvGeom::band_rows`].
 fn bands(g: &ConvGeom) -> impl Iterator<Item = std::ops::Range<usize>> {

@@ -397,3 +397,20 @@ fn the_weight_gradient_matches_the_definition_with_taps_in_either_order_and_samp
         }
     }
 }
+
+#[test]
+fn weight_gradients_stack_samples_of_few_pixels_and_of_a_few_hundred_against_a_large_gradient() {
+    // ResNet-18's layers at batch 8 on two slices: (input side, channels in, out, stride).
+    let resnet = |side: usize, c: usize, o: usize, s: usize| ConvGeom {
+        n: 8,
+        o,
+        ..geom(c, (side, side), (3, 3), (s, s), (1, 1), (1, 1))
+    };
+    assert_eq!(resnet(7, 512, 512, 1).weight_stack(2), 4, "7×7: eight of 49 pixels aimed for, four a slice");
+    assert_eq!(resnet(14, 256, 256, 1).weight_stack(2), 2, "14×14 against 2.4 MB");
+    assert_eq!(resnet(28, 128, 256, 2).weight_stack(2), 2, "28×28 → 14×14 against 1.2 MB");
+    assert_eq!(resnet(28, 128, 128, 1).weight_stack(2), 1, "784 pixels");
+    assert_eq!(resnet(14, 16, 16, 1).weight_stack(2), 1, "196 pixels against 9 KB");
+    assert_eq!(resnet(7, 16, 16, 1).weight_stack(2), 4, "49 pixels, whatever the gradient");
+    assert_eq!(ConvGeom { n: 16, ..resnet(7, 512, 512, 1) }.weight_stack(2), 8);
+}
