@@ -18,7 +18,8 @@
 //! convolution with unit dilation unfolds its image pixel-major instead (`conv/rows.rs`), so
 //! that the `gemm` crate reads every large operand in place rather than copying it first.
 //! Samples of fewer output pixels than one kernel tile share their forward and input-gradient
-//! products (`conv/group.rs`) and their weight-gradient products (`conv/stacked.rs`).
+//! products (`conv/group.rs`), and their weight-gradient products (`conv/stacked.rs`), as do
+//! samples of a few hundred pixels whose weight gradient is larger than the L2.
 //!
 //! Results go into buffers the caller allocated, and so does the scratch ([`ConvScratch`]):
 //! [`ConvGeom::parts`] workers run in parallel, each with its own column matrix. The forward
