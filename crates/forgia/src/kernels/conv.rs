@@ -43,7 +43,7 @@ use bias::add_channel_bias;
 pub(crate) use bias::channel_sum;
 use cols::{col2im, im2col, zero_tails};
 
-use super::gemm::{gemm, MatRef};
+use super::gemm::{gemm, gemm_rows, MatRef};
 use super::split_len;
 use crate::parallel;
 
@@ -345,8 +345,9 @@ pub(crate) fn forward(
                 gemm(og, ohw, kg, a, b, &mut yn[grp * og * ohw..(grp + 1) * og * ohw], false, 1.0);
             }
         } else {
-            // A band's product goes into a block of its own row stride, then its rows into
-            // place, unless the band is the whole output with unpadded rows.
+            // A band's product goes into its columns of the output, in place where the band's
+            // pixels are whole vectors, else into a block of its own row stride and then its
+            // rows into place.
             let ld = g.band_ld();
             let (cols, block) = cols.split_at_mut(g.unfold_rows() * ld);
             for band in bands(g) {
@@ -356,8 +357,8 @@ pub(crate) fn forward(
                 for grp in 0..g.groups {
                     let (a, b) = (packed(w, grp * og * kg, kg), packed(cols, grp * kg * ld, ld));
                     let c = &mut yn[grp * og * ohw..(grp + 1) * og * ohw];
-                    if px == ohw && ld == ohw {
-                        gemm(og, ohw, kg, a, b, c, false, 1.0);
+                    if px == ld {
+                        gemm_rows((og, px, kg), (a, b), (&mut c[first..], ohw), false, 1.0);
                         continue;
                     }
                     let block = &mut block[..og * ld];

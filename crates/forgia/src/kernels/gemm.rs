@@ -68,13 +68,42 @@ pub(crate) fn gemm(
     accumulate: bool,
     alpha: f32,
 ) {
+    on_threads((m, n, k), |threads| gemm_on(m, n, k, a, b, c, accumulate, alpha, threads))
+}
+
+/// [`gemm()`] into an `m × n` block of `c` whose rows are `ldc ≥ n` floats apart (element
+/// `(i, j)` at `i·ldc + j`): a band of a larger matrix written where it lies, by the crate's
+/// product (the floats between the rows are left as they are).
+pub(crate) fn gemm_rows(
+    (m, n, k): (usize, usize, usize),
+    (a, b): (MatRef<'_>, MatRef<'_>),
+    (c, ldc): (&mut [f32], usize),
+    accumulate: bool,
+    alpha: f32,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            c.chunks_mut(ldc).take(m).for_each(|row| row[..n].fill(0.0));
+        }
+        return;
+    }
+    on_threads((m, n, k), |threads| crate_gemm_rows((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads))
+}
+
+/// Runs `f(threads)`: on the library's pool with every kernel thread for a product of at
+/// least [`PARALLEL_GEMM_WORK`] multiply-adds, else on the calling thread (denormals flushed,
+/// as the crate does on its own threads).
+fn on_threads((m, n, k): (usize, usize, usize), f: impl FnOnce(usize) + Send) {
     let work = m.saturating_mul(n).saturating_mul(k);
     let threads = if work >= PARALLEL_GEMM_WORK { parallel::kernel_threads() } else { 1 };
     if threads > 1 {
-        parallel::install(|| gemm_on(m, n, k, a, b, c, accumulate, alpha, threads))
+        parallel::install(|| f(threads))
     } else {
         let _flush = parallel::FlushDenormals::new();
-        gemm_on(m, n, k, a, b, c, accumulate, alpha, 1)
+        f(1)
     }
 }
 
@@ -144,7 +173,7 @@ fn gemm_on(
 }
 
 /// The `gemm` crate's product, `c = c · [accumulate] + alpha · a · b`, for non-empty sizes
-/// `(m, n, k)`.
+/// `(m, n, k)`, into the packed `m × n` block `c`.
 fn crate_gemm(
     (m, n, k): (usize, usize, usize),
     (a, b): (MatRef<'_>, MatRef<'_>),
@@ -153,17 +182,31 @@ fn crate_gemm(
     alpha: f32,
     threads: usize,
 ) {
+    crate_gemm_rows((m, n, k), (a, b), (c, n), accumulate, alpha, threads)
+}
+
+/// [`crate_gemm`] into rows of `c` that are `ldc ≥ n` floats apart.
+fn crate_gemm_rows(
+    (m, n, k): (usize, usize, usize),
+    (a, b): (MatRef<'_>, MatRef<'_>),
+    (c, ldc): (&mut [f32], usize),
+    accumulate: bool,
+    alpha: f32,
+    threads: usize,
+) {
     assert!(m > 0 && n > 0 && k > 0 && a.fits(m, k) && b.fits(k, n), "crate_gemm: empty or out-of-bounds operand");
-    assert!(m.checked_mul(n).is_some_and(|mn| c.len() >= mn), "gemm output too small");
+    assert!(ldc >= n, "gemm output rows overlap");
+    let end = (m - 1).checked_mul(ldc).and_then(|r| r.checked_add(n));
+    assert!(end.is_some_and(|end| c.len() >= end), "gemm output too small");
     let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // The instruction set in force, fixed before the crate's first product chooses its own.
     crate::runtime::isa();
     // SAFETY: the bounds of every operand were asserted above for the given strides and
     // sizes, with checked arithmetic (an offset that would pass `usize::MAX` fails the
     // assert instead of wrapping), and m, n, k > 0 here so the asserted ranges include
-    // each operand's offset and every element the kernel reads; `c` is an exclusive, packed
-    // m × n block (row stride n, column stride 1) that aliases neither input (it is a `&mut`
-    // borrow distinct from the `&` inputs).
+    // each operand's offset and every element the kernel reads; `c` is an exclusive m × n
+    // block (row stride ldc ≥ n, column stride 1, inside `c` by the assertion) that aliases
+    // neither input (it is a `&mut` borrow distinct from the `&` inputs).
     unsafe {
         gemm::gemm(
             m,
@@ -171,7 +214,7 @@ fn crate_gemm(
             k,
             c.as_mut_ptr(),
             1,
-            n as isize,
+            ldc as isize,
             accumulate,
             a.data.as_ptr().add(a.offset),
             a.col_stride,
@@ -246,5 +289,31 @@ mod tests {
         assert!(!packs_b(64, 8, 8, &broadcast), "a column broadcast (stride 0) is read in place");
         let overlapping = MatRef { data: &w, offset: 0, row_stride: 1, col_stride: 4 };
         assert!(!packs_b(64, 8, 8, &overlapping), "a view whose columns overlap is read in place");
+    }
+
+    #[test]
+    fn a_product_into_rows_of_a_larger_matrix_writes_its_block_and_nothing_else() {
+        // Small and threaded sizes; overwritten and accumulated; an empty inner size.
+        for &(m, n, k, ldc) in &[(3, 5, 7, 9), (64, 448, 147, 12544 / 8), (17, 40, 0, 41)] {
+            let a: Vec<f32> = (0..m * k).map(|i| (i % 13) as f32 - 6.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| (i % 7) as f32 - 3.0).collect();
+            let ar = MatRef { data: &a, offset: 0, row_stride: k as isize, col_stride: 1 };
+            let br = MatRef { data: &b, offset: 0, row_stride: n as isize, col_stride: 1 };
+            let want = naive(m, n, k, &a, &b);
+            for accumulate in [false, true] {
+                let mut c: Vec<f32> = (0..m * ldc + 3).map(|i| (i % 5) as f32).collect();
+                let before = c.clone();
+                gemm_rows((m, n, k), (ar, br), (&mut c[3..], ldc), accumulate, 1.0);
+                for (i, (&got, &was)) in c.iter().zip(&before).enumerate() {
+                    let (r, j) = ((i.wrapping_sub(3)) / ldc, (i.wrapping_sub(3)) % ldc);
+                    let expect = if i < 3 || r >= m || j >= n {
+                        was
+                    } else {
+                        want[r * n + j] + if accumulate { was } else { 0.0 }
+                    };
+                    assert_eq!(got, expect, "{m}x{n}x{k} into rows {ldc} apart, accumulate {accumulate}: float {i}");
+                }
+            }
+        }
     }
 }
