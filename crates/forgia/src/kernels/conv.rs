@@ -512,17 +512,32 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
                 .for_each(|(p, (gw, cols))| parallel::with_kernels_on_this_thread(true, || partial(p, gw, cols)))
         });
         let (out, rest) = outs.split_first_mut().expect("parts > 1");
-        for p in rest.iter() {
-            for (o, v) in out.iter_mut().zip(p.iter()) {
-                *o += v;
-            }
-        }
+        add_slices(out, rest);
     }
     if implicit {
         implicit_weight::to_weight_order(g, gw, &mut *cols[0]);
     } else {
         rows::to_weight_order(g, gw, &mut *cols[0]);
     }
+}
+
+/// `out += Σ rest`, each element summing the slices in order (so the result is the same
+/// bits on any number of threads), in chunks spread over the kernel threads: a 7×7 layer's
+/// 9 MB weight gradient took a millisecond on one.
+fn add_slices(out: &mut [f32], rest: &[&mut [f32]]) {
+    /// Floats a task adds: 64 KiB of `out`.
+    const CHUNK: usize = 1 << 14;
+    let add = |(i, chunk): (usize, &mut [f32])| {
+        for p in rest {
+            for (o, v) in chunk.iter_mut().zip(&p[i * CHUNK..]) {
+                *o += v;
+            }
+        }
+    };
+    if out.len() <= CHUNK {
+        return out.chunks_mut(CHUNK).enumerate().for_each(add);
+    }
+    parallel::install(|| out.par_chunks_mut(CHUNK).enumerate().for_each(add));
 }
 
 #[cfg(test)]

@@ -416,3 +416,17 @@ fn weight_gradients_stack_samples_of_few_pixels_and_of_a_few_hundred_against_a_l
     assert_eq!(resnet(7, 16, 16, 1).weight_stack(2), 4, "49 pixels, whatever the gradient");
     assert_eq!(ConvGeom { n: 16, ..resnet(7, 512, 512, 1) }.weight_stack(2), 8);
 }
+
+#[test]
+fn slice_sums_are_added_in_slice_order_in_chunks_across_threads() {
+    // Past one chunk (16 Ki floats), with a last chunk cut short; values whose sums round
+    // differently in another order.
+    let len = 3 * (1 << 14) + 5;
+    let mut rest: Vec<Vec<f32>> =
+        (0..3).map(|p| (0..len).map(|i| ((i * 7 + p) % 11) as f32 * 0.1 + 1e7).collect()).collect();
+    let mut out: Vec<f32> = (0..len).map(|i| (i % 13) as f32 * 0.3).collect();
+    let want: Vec<f32> = (0..len).map(|i| rest.iter().fold(out[i], |s, p| s + p[i])).collect();
+    let views: Vec<&mut [f32]> = rest.iter_mut().map(|p| p.as_mut_slice()).collect();
+    add_slices(&mut out, &views);
+    assert_eq!(out, want);
+}
