@@ -81,6 +81,7 @@ pub(crate) fn gemm_rows(
     accumulate: bool,
     alpha: f32,
 ) {
+    assert!(ldc >= n, "gemm_rows: output rows {ldc} apart overlap rows of {n}");
     if m == 0 || n == 0 {
         return;
     }
