@@ -1,6 +1,7 @@
 //! The convolution kernels against their definitions: im2col and col2im, the products on
 //! padded rows and band by band, the direct kernel, and batch splitting.
 
+use super::weight::add_slices;
 use super::*;
 
 /// One sample, one output channel: `c` channels of `(h, w)` under the given kernel,
