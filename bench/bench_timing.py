@@ -7,28 +7,31 @@ import time
 import torch
 
 
-def median_ms(reps, f):
+def _times_ms(reps, f, seconds):
+    """One warm-up call of f, then timed calls in milliseconds: at least `reps`, or more until
+    `seconds` have passed (at most 1,000)."""
     f()
     times, start = [], time.perf_counter()
-    while len(times) < reps or (time.perf_counter() - start < 3.0 and len(times) < 1000):
+    while len(times) < reps or (time.perf_counter() - start < seconds and len(times) < 1000):
         t = time.perf_counter()
         f()
         times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    return times
+
+
+def median_ms(reps, f):
+    """`forgia bench`'s rule: at least `reps` timed calls, or more until about 3 s have passed;
+    their median."""
+    return statistics.median(_times_ms(reps, f, 3.0))
 
 
 def fixed_median_ms(reps, f):
-    """One warm-up call of f, then exactly `reps` timed calls (at least one): the median in
-    milliseconds, the upper of the two middle times for an even count, as W12conv's
-    `median_of` takes it (`crates/forgia-cli/src/bench/convs.rs`). W12conv's rule, whose 32
-    products at 3 s each would last minutes."""
-    f()
-    times = []
-    for _ in range(max(reps, 1)):
-        t = time.perf_counter()
-        f()
-        times.append((time.perf_counter() - t) * 1e3)
-    return sorted(times)[len(times) // 2]
+    """Exactly `reps` timed calls (at least one): the median in milliseconds, the upper of the
+    two middle times for an even count, as W12conv's `median_of` takes it
+    (`crates/forgia-cli/src/bench/convs.rs`). W12conv's rule, whose 32 products at 3 s each
+    would last minutes."""
+    times = sorted(_times_ms(max(reps, 1), f, 0.0))
+    return times[len(times) // 2]
 
 
 def resnet_args():

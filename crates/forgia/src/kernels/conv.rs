@@ -262,9 +262,9 @@ const GROUP_PIXELS: usize = 192;
 /// Samples with fewer output pixels than this stack their weight-gradient products
 /// ([`ConvGeom::weight_stack`]) where the gradient is larger than [`STACK_GRADIENT_BYTES`].
 /// ResNet-18's 14×14 layers (196 pixels; a 2.4 MB gradient over 256 channels): two samples a
-/// product ran the weight gradient at batch 8 on two threads 12.5 → 10.7 ms while the host
-/// was in its slow state (the gradient then comes from a contended L3 once per product), level
-/// in its fast one (10.0 and 10.0; docs/BENCHMARKS.md, session twenty-nine).
+/// product ran the weight gradient at batch 8 on two threads 12.3 → 10.2–10.4 ms while the
+/// host was in its slow state (the gradient then comes from a contended L3 once per product),
+/// level in its fast one (10.05 and 10.05; docs/BENCHMARKS.md, session twenty-nine).
 const STACK_BELOW: usize = 256;
 
 /// The weight gradient above which samples of fewer than [`STACK_BELOW`] pixels stack: the

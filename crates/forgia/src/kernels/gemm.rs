@@ -68,7 +68,7 @@ pub(crate) fn gemm(
     accumulate: bool,
     alpha: f32,
 ) {
-    on_threads((m, n, k), |threads| gemm_on(m, n, k, a, b, c, accumulate, alpha, threads))
+    on_threads((m, n, k), |threads| gemm_on((m, n, k), (a, b), (c, n), accumulate, alpha, threads))
 }
 
 /// [`gemm()`] into an `m × n` block of `c` whose rows are `ldc ≥ n` floats apart (element
@@ -82,16 +82,7 @@ pub(crate) fn gemm_rows(
     alpha: f32,
 ) {
     assert!(ldc >= n, "gemm_rows: output rows {ldc} apart overlap rows of {n}");
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        if !accumulate {
-            c.chunks_mut(ldc).take(m).for_each(|row| row[..n].fill(0.0));
-        }
-        return;
-    }
-    on_threads((m, n, k), |threads| crate_gemm_rows((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads))
+    on_threads((m, n, k), |threads| gemm_on((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads))
 }
 
 /// Runs `f(threads)`: on the library's pool with every kernel thread for a product of at
@@ -139,38 +130,39 @@ pub(crate) fn pack_b<'d>(n: usize, k: usize, b: MatRef<'_>, dst: &'d mut [f32]) 
     MatRef { data: dst, offset: 0, row_stride: n as isize, col_stride: 1 }
 }
 
-/// [`gemm()`] on the calling thread, letting the crate split the output over `threads` threads of
-/// the current rayon pool (the caller is on the library's pool when `threads > 1`). A product
-/// with a broadcast operand is computed without the full product (`broadcast`).
+/// [`gemm()`] on the calling thread into rows of `c` that are `ldc ≥ n` floats apart (`n` for
+/// [`gemm()`], more for [`gemm_rows`]), letting the crate split the output over `threads`
+/// threads of the current rayon pool (the caller is on the library's pool when `threads > 1`).
+/// Into a packed block, a product with a broadcast operand is computed without the full
+/// product (`broadcast`), and some run as their transpose (`swap`).
 fn gemm_on(
-    m: usize,
-    n: usize,
-    k: usize,
-    a: MatRef<'_>,
-    b: MatRef<'_>,
-    c: &mut [f32],
+    (m, n, k): (usize, usize, usize),
+    (a, b): (MatRef<'_>, MatRef<'_>),
+    (c, ldc): (&mut [f32], usize),
     accumulate: bool,
     alpha: f32,
     threads: usize,
 ) {
     assert!(a.fits(m, k) && b.fits(k, n), "gemm operand out of bounds");
-    assert!(m.checked_mul(n).is_some_and(|mn| c.len() >= mn), "gemm output too small");
+    let end = m.checked_sub(1).map_or(Some(0), |r| r.checked_mul(ldc).and_then(|r| r.checked_add(n)));
+    assert!(ldc >= n && end.is_some_and(|end| c.len() >= end), "gemm output too small");
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
         if !accumulate {
-            c[..m * n].fill(0.0);
+            c.chunks_mut(ldc).take(m).for_each(|row| row[..n].fill(0.0));
         }
         return;
     }
-    if !accumulate && broadcast::product(m, n, k, a, b, c, alpha) {
+    let packed = ldc == n;
+    if packed && !accumulate && broadcast::product(m, n, k, a, b, c, alpha) {
         return;
     }
-    if !accumulate && swap::swaps(m, n, k, &a, &b) {
+    if packed && !accumulate && swap::swaps(m, n, k, &a, &b) {
         return swap::product((m, n, k), (a, b), c, alpha, threads);
     }
-    crate_gemm((m, n, k), (a, b), c, accumulate, alpha, threads);
+    crate_gemm_rows((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads);
 }
 
 /// The `gemm` crate's product, `c = c · [accumulate] + alpha · a · b`, for non-empty sizes

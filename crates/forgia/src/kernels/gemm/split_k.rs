@@ -83,7 +83,7 @@ pub(crate) fn gemm_split_k(
     // Part `p` covers inner indices `lo..hi`, with `lo = p·k / parts`.
     let part = |p: usize, out: &mut [f32], accumulate: bool| {
         let (lo, hi) = (p * k / parts, (p + 1) * k / parts);
-        gemm_on(m, n, hi - lo, a.skip_cols(lo), b.skip_rows(lo), out, accumulate, alpha, inner);
+        gemm_on((m, n, hi - lo), (a.skip_cols(lo), b.skip_rows(lo)), (out, n), accumulate, alpha, inner);
     };
     parallel::install(|| {
         rayon::join(
