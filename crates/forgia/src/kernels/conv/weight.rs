@@ -98,8 +98,9 @@ pub(crate) fn backward_weight(g: &ConvGeom, x: &[f32], y: &[f32], gw: &mut [f32]
 }
 
 /// `out += Σ rest`, each element summing the slices in order (so the result is the same
-/// bits on any number of threads), in chunks spread over the kernel threads: a 7×7 layer's
-/// 9 MB weight gradient took a millisecond on one.
+/// bits on any number of threads), in chunks spread over the kernel threads (on one, the
+/// 7×7 layers' weight gradient, 9 MB, ran 11.36 ms against 11.06; docs/BENCHMARKS.md, session
+/// twenty-nine).
 pub(super) fn add_slices(out: &mut [f32], rest: &[&mut [f32]]) {
     /// Floats a task adds: 64 KiB of `out`.
     const CHUNK: usize = 1 << 14;
