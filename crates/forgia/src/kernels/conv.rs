@@ -33,6 +33,7 @@ mod direct;
 mod group;
 mod implicit;
 mod implicit_pack;
+mod implicit_panels;
 mod implicit_weight;
 mod rows;
 mod stacked;
@@ -233,7 +234,7 @@ impl ConvGeom {
         let extra = if weight {
             (parts - 1).saturating_mul(self.o * self.kg())
         } else if implicit::forward_applies(self) || implicit::backward_applies(self) {
-            implicit::weight_len(self)
+            implicit::shared_len(self)
         } else {
             0
         };

@@ -26,6 +26,7 @@
 //! (strided 1×1) stays on im2col, which ran those faster.
 
 use super::implicit_pack::{pack_backward, pack_forward, PACK_CHANNELS};
+use super::implicit_panels as panels;
 use super::{add_channel_bias, ConvGeom, ConvScratch};
 use crate::kernels::{for_each_with_scratch, split_len};
 use crate::parallel;
@@ -106,7 +107,7 @@ const MIN_RUN: usize = 64;
 
 /// How the driver cuts a tile's sum into microkernel calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Calls {
+pub(super) enum Calls {
     /// One call per kernel row (`kw·C` steps: the row's taps are consecutive in the
     /// channel-last image), the padding's columns summed as zeros.
     KernelRows,
@@ -177,7 +178,7 @@ pub(super) fn backward_applies(g: &ConvGeom) -> bool {
 
 /// Columns of the channel-last image copy: every column a pixel's taps read,
 /// `(OW - 1)·stride + kw`, the padding's included.
-fn padded_w(g: &ConvGeom) -> usize {
+pub(super) fn padded_w(g: &ConvGeom) -> usize {
     (g.ow - 1) * g.stride.1 + g.k.1
 }
 
@@ -209,23 +210,34 @@ pub(super) fn weight_len(g: &ConvGeom) -> usize {
     g.kg().saturating_mul(g.o)
 }
 
+/// Floats the workers share for whichever of the forward and the input gradient of `g` run
+/// here: the packed weight, then the samples' copies where the driver goes panel by panel
+/// (`conv/implicit_panels.rs`).
+pub(super) fn shared_len(g: &ConvGeom) -> usize {
+    let fwd = if forward_applies(g) { panels::shared_len(g, panels::group(g)) } else { 0 };
+    let bwd =
+        if backward_applies(g) { transposed(g).map_or(0, |t| panels::shared_len(&t, panels::group(&t))) } else { 0 };
+    weight_len(g).saturating_add(fwd.max(bwd))
+}
+
 /// Floats of one worker's scratch for the forward of `g` (for the input gradient, of its
 /// transposed convolution) with the microkernel `mk`: a band's tiles `[P, rows]`, the
 /// channel-last image with its padding columns `[H, pw, C]`, and its copy before padding
-/// `[H, W, C]`; or, while the weight is packed, [`pack_forward`]'s buffer, if that is more.
-fn run_len(g: &ConvGeom, mk: Micro) -> usize {
+/// `[H, W, C]`; or, while the weight is packed, [`pack_forward`]'s buffer, or the panel
+/// driver's ([`panels::worker_len`]) where it runs `group` samples an item, if that is more.
+fn run_len(g: &ConvGeom, mk: Micro, group: Option<usize>) -> usize {
     let tiles = band_rows(g).saturating_mul(g.ow).saturating_mul(mk.rows);
     let image = g.h.saturating_mul(padded_w(g)).saturating_mul(g.c);
     let pack = (PACK_CHANNELS * g.k.0 * g.k.1).saturating_mul(mk.rows);
-    tiles.saturating_add(image).saturating_add(g.image_len()).max(pack)
+    tiles.saturating_add(image).saturating_add(g.image_len()).max(pack).max(panels::worker_len(g, mk, group))
 }
 
 /// Floats of one worker's scratch for whichever of the forward and the input gradient of `g`
 /// run here (0 for neither).
 pub(super) fn scratch_len(g: &ConvGeom) -> usize {
     let Some(mk) = micro() else { return 0 };
-    let fwd = if forward_applies(g) { run_len(g, mk) } else { 0 };
-    let bwd = if backward_applies(g) { transposed(g).map_or(0, |t| run_len(&t, mk)) } else { 0 };
+    let fwd = if forward_applies(g) { run_len(g, mk, panels::group(g)) } else { 0 };
+    let bwd = if backward_applies(g) { transposed(g).map_or(0, |t| run_len(&t, mk, panels::group(&t))) } else { 0 };
     fwd.max(bwd)
 }
 
@@ -271,19 +283,20 @@ pub(super) fn forward(
     scratch: ConvScratch<'_>,
 ) {
     let mk = micro().expect("implicit::forward runs where `forward_applies` found a microkernel");
-    forward_on((mk, Calls::for_geom(g)), g, (x, w, bias), y, scratch);
+    forward_on((mk, Calls::for_geom(g), panels::group(g)), g, (x, w, bias), y, scratch);
 }
 
-/// [`forward`] with the microkernel `mk` and the `calls`, `scratch` at least [`run_len`]
-/// floats a worker and then [`weight_len`].
+/// [`forward`] with the microkernel `mk` and the `calls`, panel by panel `group` samples an
+/// item if some (`conv/implicit_panels.rs`), `scratch` at least [`run_len`] floats a worker
+/// and then [`weight_len`] and [`panels::shared_len`].
 fn forward_on(
-    (mk, calls): (Micro, Calls),
+    (mk, calls, group): (Micro, Calls, Option<usize>),
     g: &ConvGeom,
     (x, w, bias): (&[f32], &[f32], Option<&[f32]>),
     y: &mut [f32],
     scratch: ConvScratch<'_>,
 ) {
-    pack_and_run((mk, calls), g, (x, bias), y, scratch, |wp, bufs| pack_forward(g, mk.rows, w, wp, bufs));
+    pack_and_run((mk, calls, group), g, (x, bias), y, scratch, |wp, bufs| pack_forward(g, mk.rows, w, wp, bufs));
 }
 
 /// `x[n] = col2im(Wᵀ · y[n]) (+ bias)` (`backward_data` of `kernels/conv.rs`) for a
@@ -300,28 +313,29 @@ pub(super) fn backward_data(
 ) {
     let mk = micro().expect("implicit::backward_data runs where `backward_applies` found a microkernel");
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
-    backward_data_on((mk, Calls::for_geom(&t)), g, (y, w, bias), x, scratch);
+    backward_data_on((mk, Calls::for_geom(&t), panels::group(&t)), g, (y, w, bias), x, scratch);
 }
 
-/// [`backward_data`] with the microkernel `mk` and the `calls` (of the transposed
-/// convolution), `scratch` at least [`run_len`] of the transposed convolution a worker and
-/// then [`weight_len`].
+/// [`backward_data`] with the microkernel `mk`, the `calls` and the `group` (of the
+/// transposed convolution, as for [`forward_on`]), `scratch` as for [`forward_on`] of the
+/// transposed convolution.
 fn backward_data_on(
-    (mk, calls): (Micro, Calls),
+    (mk, calls, group): (Micro, Calls, Option<usize>),
     g: &ConvGeom,
     (y, w, bias): (&[f32], &[f32], Option<&[f32]>),
     x: &mut [f32],
     scratch: ConvScratch<'_>,
 ) {
     let t = transposed(g).expect("implicit::backward_data runs where `backward_applies` holds");
-    pack_and_run((mk, calls), &t, (y, bias), x, scratch, |wp, bufs| pack_backward(g, &t, mk.rows, w, wp, bufs));
+    pack_and_run((mk, calls, group), &t, (y, bias), x, scratch, |wp, bufs| pack_backward(g, &t, mk.rows, w, wp, bufs));
 }
 
 /// The forward of `t` from `src` into `dst` (`t` is `g` itself for [`forward`], its
 /// transposed convolution for [`backward_data`]): `scratch` split into the workers'
-/// [`run_len`] floats of `t` and the packed weight after them, which `pack` fills first.
+/// [`run_len`] floats of `t`, the packed weight after them, which `pack` fills first, and the
+/// panel driver's copies ([`panels::shared_len`] of `t`) last.
 fn pack_and_run(
-    (mk, calls): (Micro, Calls),
+    (mk, calls, group): (Micro, Calls, Option<usize>),
     t: &ConvGeom,
     (src, bias): (&[f32], Option<&[f32]>),
     dst: &mut [f32],
@@ -330,10 +344,14 @@ fn pack_and_run(
 ) {
     let _flush = parallel::FlushDenormals::new(); // as `gemm` does on the caller's thread
     let parts = scratch.parts.max(1);
-    let len = run_len(t, mk);
-    let (work, wp) = scratch.buf.split_at_mut(parts * len);
+    let len = run_len(t, mk, group);
+    let (work, shared) = scratch.buf.split_at_mut(parts * len);
+    let (wp, copies) = shared.split_at_mut(weight_len(t));
     let mut bufs = split_len(work, parts, len);
     pack(wp, &mut bufs);
+    if let Some(group) = group {
+        return panels::run(t, (mk, calls), group, (src, wp, bias), dst, copies, &mut bufs);
+    }
     run(t, (mk, calls), src, wp, bias, dst, &mut bufs);
 }
 
@@ -423,9 +441,7 @@ fn run(
 /// (`panel` is `[C·kh·kw, mb]`), from the image `xp` ([`channel_last`] with the column
 /// padding), the microkernel called as `calls` says. Kernel row by kernel row (each tap of it
 /// in turn, by taps): its slab of the panel (`kw·C·64` floats) stays in the L2 across the
-/// band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB). By kernel rows a call covers
-/// every output column, the padding's read as zeros; by taps, tap `(ki, kj)` covers the
-/// columns whose input column `ow·stride + kj - pad` is inside the image.
+/// band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB).
 fn band_tiles(
     g: &ConvGeom,
     (mk, calls): (Micro, Calls),
@@ -434,36 +450,61 @@ fn band_tiles(
     rows: std::ops::Range<usize>,
     tiles: &mut [f32],
 ) {
+    tiles.fill(0.0);
+    for tap in call_taps(g, calls) {
+        tap_tiles(g, (mk, calls), panel, tap, xp, rows.clone(), tiles);
+    }
+}
+
+/// The first taps `(ki, kj)` of the calls along a row of tiles: `(ki, 0)` for each kernel row
+/// by kernel rows, every tap by taps.
+pub(super) fn call_taps(g: &ConvGeom, calls: Calls) -> impl Iterator<Item = (usize, usize)> {
+    let starts = match calls {
+        Calls::KernelRows => 1,
+        Calls::Taps => g.k.1,
+    };
+    (0..g.k.0).flat_map(move |i| (0..starts).map(move |j| (i, j)))
+}
+
+/// Adds to the tiles of [`band_tiles`] the calls that start at tap `(ki, kj)`: by kernel rows
+/// a call covers every output column, the padding's read as zeros; by taps, tap `(ki, kj)`
+/// covers the columns whose input column `ow·stride + kj - pad` is inside the image.
+pub(super) fn tap_tiles(
+    g: &ConvGeom,
+    (mk, calls): (Micro, Calls),
+    panel: &[f32],
+    (ki, kj): (usize, usize),
+    xp: &[f32],
+    rows: std::ops::Range<usize>,
+    tiles: &mut [f32],
+) {
     let (pw, step) = (padded_w(g), g.stride.1 * g.c);
     let mb = panel.len() / g.kg();
-    // A call sums `taps` taps of one kernel row from tap `kj` on; `starts` such calls a row.
-    let (taps, starts) = match calls {
-        Calls::KernelRows => (g.k.1, 1),
-        Calls::Taps => (1, g.k.1),
+    // A call sums `taps` taps of one kernel row from tap `kj` on.
+    let taps = match calls {
+        Calls::KernelRows => g.k.1,
+        Calls::Taps => 1,
     };
     let run = taps * g.c;
-    tiles.fill(0.0);
-    for (ki, kj) in (0..g.k.0).flat_map(|i| (0..starts).map(move |j| (i, j))) {
-        let lhs = &panel[(ki * g.k.1 + kj) * g.c * mb..][..run * mb];
-        let (lo, hi) = match calls {
-            Calls::KernelRows => (0, g.ow),
-            Calls::Taps => (
-                g.pad.1.saturating_sub(kj).div_ceil(g.stride.1),
-                g.ow.min((g.w + g.pad.1).saturating_sub(kj).div_ceil(g.stride.1)),
-            ),
-        };
-        for oh in rows.clone() {
-            let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
-            if ih >= g.h || lo >= hi {
-                continue; // a kernel row in the padding (wrapped when above), or a tap in it
-            }
-            for (first, nn) in column_tiles(hi - lo, mk.cols) {
-                let ow0 = lo + first;
-                let tile = &mut tiles[((oh - rows.start) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
-                // Column `ow·stride + kj` of the copy, whose first `pad` columns are padding.
-                let rhs = &xp[(ih * pw + ow0 * g.stride.1 + kj) * g.c..][..(nn - 1) * step + run];
-                product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
-            }
+    let lhs = &panel[(ki * g.k.1 + kj) * g.c * mb..][..run * mb];
+    let (lo, hi) = match calls {
+        Calls::KernelRows => (0, g.ow),
+        Calls::Taps => (
+            g.pad.1.saturating_sub(kj).div_ceil(g.stride.1),
+            g.ow.min((g.w + g.pad.1).saturating_sub(kj).div_ceil(g.stride.1)),
+        ),
+    };
+    for oh in rows.clone() {
+        let ih = (oh * g.stride.0 + ki).wrapping_sub(g.pad.0);
+        if ih >= g.h || lo >= hi {
+            continue; // a kernel row in the padding (wrapped when above), or a tap in it
+        }
+        for (first, nn) in column_tiles(hi - lo, mk.cols) {
+            let ow0 = lo + first;
+            let tile = &mut tiles[((oh - rows.start) * g.ow + ow0) * mk.rows..][..mk.rows * nn];
+            // Column `ow·stride + kj` of the copy, whose first `pad` columns are padding.
+            let rhs = &xp[(ih * pw + ow0 * g.stride.1 + kj) * g.c..][..(nn - 1) * step + run];
+            product(mk, (mb, nn, run), (tile, 1, mk.rows), (lhs, mb), (rhs, 1, step));
         }
     }
 }
@@ -481,20 +522,26 @@ mod tests {
     }
 
     /// The forward of `g` (and its input gradient when `backward`) run by the driver with the
-    /// microkernel `mk` on `parts` workers, against the definition, whatever the dispatch rules
-    /// would choose.
-    fn check_driver((mk, calls): (Micro, Calls), g: &ConvGeom, backward: bool, parts: usize, what: &str) {
+    /// microkernel `mk`, its `calls` and panel by panel `group` samples an item (if some), on
+    /// `parts` workers, against the definition, whatever the dispatch rules would choose.
+    fn check_driver(
+        (mk, calls, group): (Micro, Calls, Option<usize>),
+        g: &ConvGeom,
+        backward: bool,
+        parts: usize,
+        what: &str,
+    ) {
         let (x, w, b, gy) = small_maps(g);
-        let len = |t: &ConvGeom| parts * run_len(t, mk) + weight_len(g);
+        let len = |t: &ConvGeom| parts * run_len(t, mk, group) + weight_len(g) + panels::shared_len(t, group);
         let mut buf = vec![f32::NAN; len(g)];
         let mut y = vec![f32::NAN; g.n * g.cols_len()];
-        forward_on((mk, calls), g, (&x, &w, Some(&b)), &mut y, ConvScratch { parts, buf: &mut buf });
+        forward_on((mk, calls, group), g, (&x, &w, Some(&b)), &mut y, ConvScratch { parts, buf: &mut buf });
         assert_eq!(y, naive_forward(g, &x, &w, &b), "{what}: forward");
         if backward {
             let t = transposed(g).expect("a stride-1 case");
             let mut buf = vec![f32::NAN; len(&t)];
             let mut gx = vec![f32::NAN; x.len()];
-            backward_data_on((mk, calls), g, (&gy, &w, None), &mut gx, ConvScratch { parts, buf: &mut buf });
+            backward_data_on((mk, calls, group), g, (&gy, &w, None), &mut gx, ConvScratch { parts, buf: &mut buf });
             assert_eq!(gx, naive_backward(g, &x, &w, &gy).0, "{what}: input gradient");
         }
     }
@@ -544,9 +591,13 @@ mod tests {
             for parts in [1, 2] {
                 check_activation_maps(g, parts, &format!("case {i}, {parts} parts"));
                 for mk in micros() {
-                    for calls in [Calls::KernelRows, Calls::Taps] {
-                        let what = format!("case {i}, {} rows, {calls:?}, {parts} parts", mk.rows);
-                        check_driver((mk, calls), g, backward[i], parts, &what);
+                    // Sample by sample, and panel by panel two samples an item (a last item of
+                    // one where the batch is odd).
+                    for (calls, group) in
+                        [Calls::KernelRows, Calls::Taps].into_iter().flat_map(|c| [None, Some(2)].map(|s| (c, s)))
+                    {
+                        let what = format!("case {i}, {} rows, {calls:?}, {group:?} a panel, {parts} parts", mk.rows);
+                        check_driver((mk, calls, group), g, backward[i], parts, &what);
                     }
                 }
             }
