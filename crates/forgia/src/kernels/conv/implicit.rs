@@ -16,7 +16,9 @@
 //! `[O, OH·OW]`. Kernel rows that fall in the vertical padding are skipped; the horizontal
 //! padding is zero columns of the channel-last copy. From 256 input channels on, the driver
 //! calls the microkernel tap by tap instead ([`Calls`]), each call over the output columns
-//! whose tap is inside the image, so the padding's taps are skipped too.
+//! whose tap is inside the image, so the padding's taps are skipped too. Samples of few
+//! pixels whose packed weight is larger than the L2 run panel by panel instead, several
+//! samples to each panel (`conv/implicit_panels.rs`).
 //!
 //! Through im2col, the crate's rows were the pixels and its columns the output channels,
 //! which no tile of 6 divides (64 = 10·6 + 4), and each sample's column matrix was written by
