@@ -229,7 +229,8 @@ impl ConvGeom {
     /// Floats of scratch for `parts` slices: a column matrix each, plus, for the weight
     /// gradient (`weight`), a partial sum `[O, C/groups, kh, kw]` for every slice after the
     /// first, or, where the implicit GEMM runs the forward or the input gradient, its packed
-    /// weight. Saturates, so an impossible size fails the caller's allocation.
+    /// weight and, panel by panel, the samples' copies (`implicit::shared_len`). Saturates, so
+    /// an impossible size fails the caller's allocation.
     pub(crate) fn scratch_len(&self, parts: usize, weight: bool) -> usize {
         let extra = if weight {
             (parts - 1).saturating_mul(self.o * self.kg())

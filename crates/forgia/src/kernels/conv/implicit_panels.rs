@@ -19,11 +19,13 @@ use crate::tensor::transpose::transpose_to;
 const PANEL_WEIGHT_BYTES: usize = 1 << 20;
 
 /// Samples of fewer output pixels than this go panel by panel. ResNet-18's 14×14 layer over 256
-/// channels (196 pixels a sample, each weight used 196 times a read) ran 1–4% slower so.
+/// channels (196 pixels a sample, each weight used 196 times a read) ran 1–4% slower so
+/// (docs/BENCHMARKS.md, session thirty).
 const PANEL_BELOW: usize = 128;
 
 /// The most samples one panel's item runs: ResNet-18's 7×7 forward at batch 8 ran faster with
-/// eight than with two or four in the host's slow state (docs/BENCHMARKS.md, session thirty).
+/// eight than with two or four, most in the host's slow state (docs/BENCHMARKS.md, session
+/// thirty).
 const PANEL_SAMPLES: usize = 8;
 
 /// The samples one item runs when `g` goes panel by panel: several samples of fewer than
@@ -58,7 +60,6 @@ pub(super) fn shared_len(g: &ConvGeom, group: Option<usize>) -> usize {
 /// `y[n] = W · x[n] (+ bias)` as `implicit::run`, panel by panel: the weight packed in `wp`,
 /// the samples' copies in `copies` ([`shared_len`] floats), `group` samples an item
 /// ([`group`]), the workers' scratch in `bufs` ([`worker_len`] floats each at least).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     g: &ConvGeom,
     (mk, calls): (Micro, Calls),
@@ -76,7 +77,8 @@ pub(super) fn run(
     });
     let copies = &*copies;
     // An item: a panel's output channels for a group of samples, with each sample's rows of
-    // the output for those channels (panel-major, so both workers read one panel at a time).
+    // the output for those channels; a panel's items come one after another, so that the
+    // workers taking them read the same panel while it lasts.
     let mut rows: Vec<_> = y.chunks_mut(g.cols_len()).map(|yn| yn.chunks_mut(mk.rows * ohw)).collect();
     let mut items = Vec::new();
     for p in 0..g.o.div_ceil(mk.rows) {
@@ -124,8 +126,8 @@ mod tests {
         assert_eq!(group(&g(32, 7, 512, 512, 1)), Some(8));
         assert_eq!(group(&g(3, 7, 512, 512, 1)), Some(3));
         assert_eq!(group(&g(8, 14, 256, 512, 2)), Some(8));
-        // One sample; 196 pixels a sample (the 14×14 layer); a weight that fits the L2 (1.2 MB
-        // is past it: 64 → 512 channels at 7×7 is 1.18 MB, 56 → 512 is 1.03 MB, not past 1 MiB).
+        // One sample; 196 pixels a sample (the 14×14 layer); packed weights on either side of
+        // the L2's 1 MiB (64 → 512 channels 1.18 MB, 56 → 512 1.03 MB).
         assert_eq!(group(&g(1, 7, 512, 512, 1)), None);
         assert_eq!(group(&g(8, 14, 256, 256, 1)), None);
         assert_eq!(group(&g(8, 7, 64, 512, 1)), Some(8));
