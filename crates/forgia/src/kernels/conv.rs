@@ -35,6 +35,7 @@ mod implicit;
 mod implicit_pack;
 mod implicit_panels;
 mod implicit_weight;
+mod micro;
 mod rows;
 mod stacked;
 mod weight;

@@ -9,7 +9,8 @@
 //! by the workers. Each sample's tiles sum the same calls in the same order as sample by
 //! sample, so the two drivers give the same bits.
 
-use super::implicit::{call_taps, channel_last, padded_w, tap_tiles, weight_len, Calls, Micro};
+use super::implicit::{call_taps, channel_last, padded_w, tap_tiles, weight_len, Calls};
+use super::micro::Micro;
 use super::{add_channel_bias, ConvGeom};
 use crate::kernels::for_each_with_scratch;
 use crate::tensor::transpose::transpose_to;
