@@ -166,19 +166,23 @@ impl ConvGeom {
     /// Samples per product of the weight gradient for `parts` slices: for samples unfolded
     /// pixel-major (`conv/rows.rs`; not a pointwise convolution, whose product reads the
     /// image in place) of fewer than [`GROUP_BELOW`] output pixels, or of fewer than
-    /// [`STACK_BELOW`] with a weight gradient larger than [`STACK_GRADIENT_BYTES`], enough
+    /// [`STACK_BELOW`] with a weight gradient past the L2 ([`ConvGeom::weight_past_l2`]), enough
     /// samples for [`STACK_PIXELS`], at most a slice's share of the batch; else 1. A product
     /// of one such sample has an inner size of its few pixels, and reads and writes the whole
     /// weight gradient for it (ResNet's 7×7 layers: 49 pixels a sample against a 9 MB
     /// `[512, 4608]` gradient; its 14×14 ones 196 against 2.4 MB).
     fn weight_stack(&self, parts: usize) -> usize {
         let ohw = self.ohw();
-        let large = self.o.saturating_mul(self.kg()).saturating_mul(4) > STACK_GRADIENT_BYTES;
-        let few = ohw < GROUP_BELOW || (ohw < STACK_BELOW && large);
+        let few = ohw < GROUP_BELOW || (ohw < STACK_BELOW && self.weight_past_l2());
         if self.is_pointwise() || !rows::applies(self) || self.banded() || ohw == 0 || !few {
             return 1;
         }
         STACK_PIXELS.div_ceil(ohw).min(self.n.div_ceil(parts.max(1))).max(1)
+    }
+    /// True when the weight (and so its gradient), `O·C/groups·kh·kw` floats, is larger than
+    /// [`L2_BYTES`]: it then leaves the L2 between one sample's product and the next.
+    pub(super) fn weight_past_l2(&self) -> bool {
+        self.o.saturating_mul(self.kg()).saturating_mul(size_of::<f32>()) > L2_BYTES
     }
     /// True when the products run band by band ([`ConvGeom::band_rows`]).
     fn banded(&self) -> bool {
@@ -244,13 +248,16 @@ impl ConvGeom {
     }
 }
 
+/// The L2 of one core of the AVX-512 EPYC the rules here were measured on (1 MiB).
+const L2_BYTES: usize = 1 << 20;
+
 /// The most bytes of column matrix one band of output rows unfolds ([`ConvGeom::band_rows`]),
 /// and half the most a sample unfolds whole. Twice the 1 MiB L2 of the AVX-512 EPYC it was
 /// measured on: a band then leaves the L2 for the L3 between its unfold and its product, but
 /// fewer, larger products (no 32-pixel edge tiles at 56² wide rows, 784 pixels a band instead
 /// of 224) and the 28² stride-2 layer unfolded whole ran faster than 512 KB bands
 /// (docs/BENCHMARKS.md, session twenty-four). The AVX2 EPYC (512 KiB L2) was not measured.
-const BAND_BYTES: usize = 2 << 20;
+const BAND_BYTES: usize = 2 * L2_BYTES;
 
 /// Samples with fewer output pixels than this share products ([`ConvGeom::group`]): one tile
 /// of the AVX-512 kernel, which a sample alone fills only partly. Larger samples gained
@@ -263,16 +270,12 @@ const GROUP_BELOW: usize = 64;
 const GROUP_PIXELS: usize = 192;
 
 /// Samples with fewer output pixels than this stack their weight-gradient products
-/// ([`ConvGeom::weight_stack`]) where the gradient is larger than [`STACK_GRADIENT_BYTES`].
+/// ([`ConvGeom::weight_stack`]) where the gradient is past the L2 ([`ConvGeom::weight_past_l2`]).
 /// ResNet-18's 14×14 layers (196 pixels; a 2.4 MB gradient over 256 channels): two samples a
 /// product ran the weight gradient at batch 8 on two threads 12.3 → 10.2–10.4 ms while the
 /// host was in its slow state (the gradient then comes from a contended L3 once per product),
 /// level in its fast one (10.05 and 10.05; docs/BENCHMARKS.md, session twenty-nine).
 const STACK_BELOW: usize = 256;
-
-/// The weight gradient above which samples of fewer than [`STACK_BELOW`] pixels stack: the
-/// 1 MiB L2 of the AVX-512 EPYC (a smaller one stays in the L2 between products).
-const STACK_GRADIENT_BYTES: usize = 1 << 20;
 
 /// The pixels a stack of samples aims for ([`ConvGeom::weight_stack`]): two of ResNet's 14×14
 /// samples, eight of its 7×7 ones (at batch 16 on two threads, eight ran the 7×7 weight

@@ -81,7 +81,6 @@ pub(crate) fn gemm_rows(
     accumulate: bool,
     alpha: f32,
 ) {
-    assert!(ldc >= n, "gemm_rows: output rows {ldc} apart overlap rows of {n}");
     on_threads((m, n, k), |threads| gemm_on((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads))
 }
 
@@ -144,8 +143,7 @@ fn gemm_on(
     threads: usize,
 ) {
     assert!(a.fits(m, k) && b.fits(k, n), "gemm operand out of bounds");
-    let end = m.checked_sub(1).map_or(Some(0), |r| r.checked_mul(ldc).and_then(|r| r.checked_add(n)));
-    assert!(ldc >= n && end.is_some_and(|end| c.len() >= end), "gemm output too small");
+    assert!(rows_fit(m, n, (c.len(), ldc)), "gemm output too small, or its rows {ldc} apart overlap rows of {n}");
     if m == 0 || n == 0 {
         return;
     }
@@ -162,24 +160,21 @@ fn gemm_on(
     if packed && !accumulate && swap::swaps(m, n, k, &a, &b) {
         return swap::product((m, n, k), (a, b), c, alpha, threads);
     }
-    crate_gemm_rows((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads);
+    crate_gemm((m, n, k), (a, b), (c, ldc), accumulate, alpha, threads);
+}
+
+/// True when an `m × n` block whose rows are `ldc` floats apart fits a slice of `len` floats
+/// without its rows overlapping: `ldc ≥ n` and `(m - 1)·ldc + n ≤ len` (checked, so no size
+/// near `usize::MAX` wraps it; an empty block always fits).
+fn rows_fit(m: usize, n: usize, (len, ldc): (usize, usize)) -> bool {
+    let end = m.checked_sub(1).map_or(Some(0), |r| r.checked_mul(ldc).and_then(|r| r.checked_add(n)));
+    ldc >= n && end.is_some_and(|end| len >= end)
 }
 
 /// The `gemm` crate's product, `c = c · [accumulate] + alpha · a · b`, for non-empty sizes
-/// `(m, n, k)`, into the packed `m × n` block `c`.
+/// `(m, n, k)`, into the `m × n` block of `c` whose rows are `ldc ≥ n` floats apart (`n`: a
+/// packed block).
 fn crate_gemm(
-    (m, n, k): (usize, usize, usize),
-    (a, b): (MatRef<'_>, MatRef<'_>),
-    c: &mut [f32],
-    accumulate: bool,
-    alpha: f32,
-    threads: usize,
-) {
-    crate_gemm_rows((m, n, k), (a, b), (c, n), accumulate, alpha, threads)
-}
-
-/// [`crate_gemm`] into rows of `c` that are `ldc ≥ n` floats apart.
-fn crate_gemm_rows(
     (m, n, k): (usize, usize, usize),
     (a, b): (MatRef<'_>, MatRef<'_>),
     (c, ldc): (&mut [f32], usize),
@@ -188,9 +183,7 @@ fn crate_gemm_rows(
     threads: usize,
 ) {
     assert!(m > 0 && n > 0 && k > 0 && a.fits(m, k) && b.fits(k, n), "crate_gemm: empty or out-of-bounds operand");
-    assert!(ldc >= n, "gemm output rows overlap");
-    let end = (m - 1).checked_mul(ldc).and_then(|r| r.checked_add(n));
-    assert!(end.is_some_and(|end| c.len() >= end), "gemm output too small");
+    assert!(rows_fit(m, n, (c.len(), ldc)), "gemm output too small, or its rows overlap");
     let par = if threads > 1 { gemm::Parallelism::Rayon(threads) } else { gemm::Parallelism::None };
     // The instruction set in force, fixed before the crate's first product chooses its own.
     crate::runtime::isa();

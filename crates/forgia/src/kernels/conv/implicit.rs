@@ -301,7 +301,7 @@ fn run(
                 let rows = oh0..(oh0 + band).min(g.oh);
                 let (first, px) = (oh0 * g.ow, rows.len() * g.ow);
                 let tiles = &mut tiles[..px * mk.rows];
-                band_tiles(g, (mk, calls), &wp[o0 * k..][..k * mb], xp, rows, tiles);
+                band_tiles(g, (mk, calls), &wp[o0 * k..][..k * mb], &[&*xp], rows, tiles);
                 transpose_to(tiles, px, mb, mk.rows, &mut yn[o0 * ohw + first..], ohw);
             }
         }
@@ -312,27 +312,32 @@ fn run(
 }
 
 /// The channel-last tiles `[P, 64]` of the output rows `rows` for the panel's output channels
-/// (`panel` is `[C·kh·kw, mb]`), from the image `xp` ([`channel_last`] with the column
-/// padding), the microkernel called as `calls` says. Kernel row by kernel row (each tap of it
-/// in turn, by taps): its slab of the panel (`kw·C·64` floats) stays in the L2 across the
-/// band's tiles (a whole 512-channel panel at 7×7 is 1.2 MB).
-fn band_tiles(
+/// (`panel` is `[C·kh·kw, mb]`), for each image of `images` ([`channel_last`] with the column
+/// padding) into its block of `tiles` (one after another), the microkernel called as `calls`
+/// says. Kernel row by kernel row (each tap of it in turn, by taps), through every image: its
+/// slab of the panel (`kw·C·64` floats) stays in the L2 across the band's tiles of all of
+/// them (a whole 512-channel panel at 7×7 is 1.2 MB).
+pub(super) fn band_tiles(
     g: &ConvGeom,
     (mk, calls): (Micro, Calls),
     panel: &[f32],
-    xp: &[f32],
+    images: &[&[f32]],
     rows: std::ops::Range<usize>,
     tiles: &mut [f32],
 ) {
+    let block = rows.len() * g.ow * mk.rows;
+    let tiles = &mut tiles[..images.len() * block];
     tiles.fill(0.0);
     for tap in call_taps(g, calls) {
-        tap_tiles(g, (mk, calls), panel, tap, xp, rows.clone(), tiles);
+        for (xp, t) in images.iter().zip(tiles.chunks_exact_mut(block)) {
+            tap_tiles(g, (mk, calls), panel, tap, xp, rows.clone(), t);
+        }
     }
 }
 
 /// The first taps `(ki, kj)` of the calls along a row of tiles: `(ki, 0)` for each kernel row
 /// by kernel rows, every tap by taps.
-pub(super) fn call_taps(g: &ConvGeom, calls: Calls) -> impl Iterator<Item = (usize, usize)> {
+fn call_taps(g: &ConvGeom, calls: Calls) -> impl Iterator<Item = (usize, usize)> {
     let starts = match calls {
         Calls::KernelRows => 1,
         Calls::Taps => g.k.1,
@@ -343,7 +348,7 @@ pub(super) fn call_taps(g: &ConvGeom, calls: Calls) -> impl Iterator<Item = (usi
 /// Adds to the tiles of [`band_tiles`] the calls that start at tap `(ki, kj)`: by kernel rows
 /// a call covers every output column, the padding's read as zeros; by taps, tap `(ki, kj)`
 /// covers the columns whose input column `ow·stride + kj - pad` is inside the image.
-pub(super) fn tap_tiles(
+fn tap_tiles(
     g: &ConvGeom,
     (mk, calls): (Micro, Calls),
     panel: &[f32],

@@ -9,15 +9,11 @@
 //! by the workers. Each sample's tiles sum the same calls in the same order as sample by
 //! sample, so the two drivers give the same bits.
 
-use super::implicit::{call_taps, channel_last, padded_w, tap_tiles, weight_len, Calls};
+use super::implicit::{band_tiles, channel_last, padded_w, Calls};
 use super::micro::Micro;
 use super::{add_channel_bias, ConvGeom};
 use crate::kernels::for_each_with_scratch;
 use crate::tensor::transpose::transpose_to;
-
-/// The packed weight above which the driver goes panel by panel: the 1 MiB L2 of the AVX-512
-/// EPYC (a smaller weight stays in the L2 from one sample to the next).
-const PANEL_WEIGHT_BYTES: usize = 1 << 20;
 
 /// Samples of fewer output pixels than this go panel by panel. ResNet-18's 14×14 layer over 256
 /// channels (196 pixels a sample, each weight used 196 times a read) ran 1–4% slower so
@@ -30,10 +26,10 @@ const PANEL_BELOW: usize = 128;
 const PANEL_SAMPLES: usize = 8;
 
 /// The samples one item runs when `g` goes panel by panel: several samples of fewer than
-/// [`PANEL_BELOW`] pixels (one band each) with a packed weight past [`PANEL_WEIGHT_BYTES`].
+/// [`PANEL_BELOW`] pixels (one band each) whose weight is past the L2
+/// ([`ConvGeom::weight_past_l2`]: a smaller one stays in the L2 from one sample to the next).
 pub(super) fn group(g: &ConvGeom) -> Option<usize> {
-    let big = weight_len(g).saturating_mul(size_of::<f32>()) > PANEL_WEIGHT_BYTES;
-    (g.n > 1 && big && g.ohw() < PANEL_BELOW).then(|| PANEL_SAMPLES.min(g.n))
+    (g.n > 1 && g.weight_past_l2() && g.ohw() < PANEL_BELOW).then(|| PANEL_SAMPLES.min(g.n))
 }
 
 /// Floats of one channel-last copy ([`channel_last`] with the column padding).
@@ -94,13 +90,9 @@ pub(super) fn run(
     for_each_with_scratch(&mut items, bufs, |_, (p, n0, outs), buf| {
         let (o0, mb) = (*p * mk.rows, mk.rows.min(g.o - *p * mk.rows));
         let panel = &wp[o0 * k..][..k * mb];
+        let images: Vec<&[f32]> = copies[*n0 * cl..].chunks_exact(cl).take(outs.len()).collect();
         let tiles = &mut buf[..outs.len() * tile_len];
-        tiles.fill(0.0);
-        for tap in call_taps(g, calls) {
-            for (s, t) in tiles.chunks_exact_mut(tile_len).enumerate() {
-                tap_tiles(g, (mk, calls), panel, tap, &copies[(*n0 + s) * cl..][..cl], 0..g.oh, t);
-            }
-        }
+        band_tiles(g, (mk, calls), panel, &images, 0..g.oh, tiles);
         for (t, out) in tiles.chunks_exact(tile_len).zip(outs.iter_mut()) {
             transpose_to(t, ohw, mb, mk.rows, out, ohw);
             if let Some(b) = bias {

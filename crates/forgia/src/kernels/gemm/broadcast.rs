@@ -114,12 +114,12 @@ pub(super) fn product(m: usize, n: usize, k: usize, a: MatRef<'_>, b: MatRef<'_>
             );
         }
         Form::LhsRows => {
-            crate_gemm((1, n, k), (a, b), &mut c[..n], false, alpha, 1);
+            crate_gemm((1, n, k), (a, b), (&mut c[..n], n), false, alpha, 1);
             let (first, rest) = c.split_at_mut(n);
             rest.chunks_exact_mut(n).for_each(|row| row.copy_from_slice(first));
         }
         Form::RhsCols => {
-            crate_gemm((m, 1, k), (a, b), &mut c[..m], false, alpha, 1);
+            crate_gemm((m, 1, k), (a, b), (&mut c[..m], 1), false, alpha, 1);
             vectorized(
                 #[inline(always)]
                 || {
@@ -143,7 +143,7 @@ fn column_sums((k, n): (usize, usize), b: MatRef<'_>, sums: &mut [f32], alpha: f
     let mut p = 0;
     while p < k {
         let kc = (k - p).min(ONES.len());
-        crate_gemm((1, n, kc), (ones, b.skip_rows(p)), sums, p > 0, alpha, 1);
+        crate_gemm((1, n, kc), (ones, b.skip_rows(p)), (sums, n), p > 0, alpha, 1);
         p += kc;
     }
 }
@@ -199,7 +199,7 @@ mod tests {
                         continue; // a broadcast along an axis of one element: the crate's product
                     }
                     let mut full = vec![0.0; m * n];
-                    crate_gemm((m, n, k), (a, b), &mut full, false, 0.5, 1);
+                    crate_gemm((m, n, k), (a, b), (&mut full, n), false, 0.5, 1);
                     for i in 0..m * n {
                         let tol = 1e-5 * (1.0 + want[i].abs()) * (k as f64).sqrt();
                         assert!(

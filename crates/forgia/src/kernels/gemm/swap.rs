@@ -64,11 +64,11 @@ fn product_with(
     t: Option<Vec<f32>>,
 ) {
     let Some(mut t) = t else {
-        return crate_gemm((m, n, k), (a, b), c, false, alpha, threads);
+        return crate_gemm((m, n, k), (a, b), (c, n), false, alpha, threads);
     };
     let at = MatRef { row_stride: a.col_stride, col_stride: a.row_stride, ..a };
     let bt = MatRef { row_stride: b.col_stride, col_stride: b.row_stride, ..b };
-    crate_gemm((n, m, k), (bt, at), &mut t, false, alpha, threads);
+    crate_gemm((n, m, k), (bt, at), (&mut t, m), false, alpha, threads);
     transpose(&t, n, m, m, &mut c[..m * n]);
 }
 
@@ -124,7 +124,7 @@ mod tests {
             let b = MatRef { data: &x, offset, row_stride: (n + pad) as isize, col_stride: 1 };
             assert!(swaps(m, n, k, &a, &b), "{m}x{n}x{k}");
             let mut want = vec![0.0; m * n];
-            crate_gemm((m, n, k), (a, b), &mut want, false, alpha, 1);
+            crate_gemm((m, n, k), (a, b), (&mut want, n), false, alpha, 1);
             let exact = |i: usize, j: usize| alpha * (0..k).map(|p| a.at(i, p) * b.at(p, j)).sum::<f32>();
             for (i, j) in [(0, 0), (m - 1, n - 1), (m / 2, n / 3), (7, n - 2)] {
                 assert_eq!(want[i * n + j], exact(i, j), "{m}x{n}x{k}: the direct product at ({i}, {j})");
