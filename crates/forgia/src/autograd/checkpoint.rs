@@ -305,9 +305,10 @@ impl Backward for CheckpointBackward {
     /// that need a gradient, backpropagates `gy` through the rebuilt subgraph in a nested
     /// serial pass, and returns the stand-ins' gradients. A `create_graph` pass goes through
     /// [`CheckpointBackward::graph_backward`] instead.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            return self.graph_backward(cx, gy);
+            *out = self.graph_backward(cx, gy)?;
+            return Ok(());
         }
         let leaves: Vec<Tensor> = self
             .inputs
@@ -323,15 +324,13 @@ impl Backward for CheckpointBackward {
             .map_err(|e| Error::from(ErrorKind::Nested { context: "checkpoint recompute", source: Box::new(e) }))?;
         if !recomputed.requires_grad() {
             if self.lenient {
-                return Ok(SmallVec::from_elem(None, leaves.len()));
+                out.resize(leaves.len(), None);
+                return Ok(());
             }
             return fail(ErrorKind::CheckpointOutputNotDifferentiable);
         }
         engine::run_with(&[&recomputed], &[Some(gy)], BackwardOptions::default(), engine::Drain::Inline)?;
-        let mut grads: Grads = SmallVec::with_capacity(leaves.len());
-        for (i, leaf) in leaves.iter().enumerate() {
-            grads.push(if cx.needs_grad(i) { leaf.grad() } else { None });
-        }
-        Ok(grads)
+        out.extend(leaves.iter().enumerate().map(|(i, leaf)| if cx.needs_grad(i) { leaf.grad() } else { None }));
+        Ok(())
     }
 }

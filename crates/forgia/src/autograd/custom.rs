@@ -2,8 +2,6 @@
 //! forward and backward into an ordinary graph node (saved detached tensors, grad mode,
 //! per-operand pruning, and a check of every gradient the user returns).
 
-use smallvec::SmallVec;
-
 use super::mode::no_grad;
 use super::node::{attach, Backward, Grads, VjpCtx};
 use crate::autograd::Tensor;
@@ -110,7 +108,7 @@ impl<O: CustomOp> Backward for CustomBackward<O> {
 
     /// Calls the user's backward with the saved tensors (reconnected in `create_graph`
     /// passes), then keeps only the checked gradients of the operands that need one.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let op = self.op.name();
         let needs: Vec<bool> = (0..self.inputs.len()).map(|i| cx.needs_grad(i)).collect();
         let inputs: Vec<Tensor> = self.inputs.iter().enumerate().map(|(i, x)| cx.input(i, x)).collect();
@@ -127,10 +125,10 @@ impl<O: CustomOp> Backward for CustomBackward<O> {
             });
         }
         returned.resize(inputs.len(), None);
-        let mut grads: Grads = SmallVec::with_capacity(inputs.len());
+        out.reserve(inputs.len());
         for (i, (x, g)) in self.inputs.iter().zip(returned).enumerate() {
             if !needs[i] {
-                grads.push(None);
+                out.push(None);
                 continue;
             }
             let Some(g) = g else { return fail(ErrorKind::MissingBackwardGradient { op, operand: i }) };
@@ -142,8 +140,8 @@ impl<O: CustomOp> Backward for CustomBackward<O> {
                     got: g.shape().to_vec(),
                 });
             }
-            grads.push(Some(g));
+            out.push(Some(g));
         }
-        Ok(grads)
+        Ok(())
     }
 }

@@ -455,11 +455,7 @@ fn deliver(
 /// which is the user's state to fix, exactly as with a record that returns an error.
 /// The gradients go to `out` (written once, not moved through the unwinding boundary).
 fn run_record(record: &dyn Backward, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-    catch_unwind(AssertUnwindSafe(|| {
-        *out = record.backward(cx, gy)?;
-        Ok(())
-    }))
-    .unwrap_or_else(|payload| {
+    catch_unwind(AssertUnwindSafe(|| record.backward(cx, gy, out))).unwrap_or_else(|payload| {
         let message = match payload.downcast::<String>() {
             Ok(s) => *s,
             Err(payload) => match payload.downcast::<&'static str>() {
@@ -607,7 +603,8 @@ impl Backward for GradSum {
         "grad_accumulate"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok((0..2).map(|i| cx.needs_grad(i).then(|| gy.clone())).collect())
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.extend((0..2).map(|i| cx.needs_grad(i).then(|| gy.clone())));
+        Ok(())
     }
 }

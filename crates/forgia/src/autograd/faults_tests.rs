@@ -21,13 +21,14 @@ impl Backward for Fault {
     fn name(&self) -> &'static str {
         "fault"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         // Relaxed: a test counter; the pass that reads it was started after it was set.
         if self.failures.load(Ordering::Relaxed) > 0 {
             self.failures.fetch_sub(1, Ordering::Relaxed);
             return fail(ErrorKind::InvalidArgument { op: "fault", arg: "gy", reason: "injected failure".into() });
         }
-        Ok(smallvec::smallvec![Some(gy.clone())])
+        out.push(Some(gy.clone()));
+        Ok(())
     }
     fn estimated_work(&self) -> usize {
         1 << 23 // heavy, so pooled passes may run it on another thread
@@ -232,7 +233,7 @@ impl Backward for Gate {
     fn name(&self) -> &'static str {
         "gate"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         // Relaxed counters: the test's handshake uses SeqCst flags below.
         if self.failures.load(Ordering::Relaxed) > 0 {
             self.failures.fetch_sub(1, Ordering::Relaxed);
@@ -244,7 +245,8 @@ impl Backward for Gate {
             std::thread::sleep(std::time::Duration::from_millis(2));
             return fail(ErrorKind::InvalidArgument { op: "gate", arg: "gy", reason: "injected failure".into() });
         }
-        Ok(smallvec::smallvec![Some(gy.clone())])
+        out.push(Some(gy.clone()));
+        Ok(())
     }
 }
 

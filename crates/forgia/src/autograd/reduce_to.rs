@@ -61,8 +61,9 @@ impl Backward for SumTo {
         "sum_to_shape"
     }
 
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(expand_to(gy, &self.from))])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(expand_to(gy, &self.from)));
+        Ok(())
     }
 }
 
@@ -76,7 +77,8 @@ impl Backward for ExpandTo {
         "expand_to_shape"
     }
 
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(sum_to(gy, &self.to)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(sum_to(gy, &self.to)?));
+        Ok(())
     }
 }

@@ -3,8 +3,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use super::node::{attach, Backward, Grads, Node, VjpCtx, ACCUMULATED, IDLE};
 use crate::error::{fail, ErrorKind, Result};
 use crate::{gradcheck, BackwardOptions, GradcheckOptions, Tensor};
@@ -21,16 +19,16 @@ impl Backward for Counting {
     fn name(&self) -> &'static str {
         "counting_mul"
     }
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         self.fired.fetch_add(1, Ordering::Relaxed);
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+        out.resize(2, None);
         for (i, other) in [(0, &self.b), (1, &self.a)] {
             if cx.needs_grad(i) {
                 self.computed.fetch_add(1, Ordering::Relaxed);
                 out[i] = Some(gy.mul(other)?);
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -53,12 +51,13 @@ impl Backward for Flaky {
     fn name(&self) -> &'static str {
         "flaky"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if self.failures.load(Ordering::Relaxed) > 0 {
             self.failures.fetch_sub(1, Ordering::Relaxed);
             return fail(ErrorKind::InvalidArgument { op: "flaky", arg: "gy", reason: "injected failure".into() });
         }
-        Ok(smallvec::smallvec![Some(gy.clone())])
+        out.push(Some(gy.clone()));
+        Ok(())
     }
 }
 
@@ -164,8 +163,9 @@ impl Backward for WrongTanh {
     fn name(&self) -> &'static str {
         "wrong_tanh"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.mul(&self.y.scale(-1.0).add_scalar(1.0))?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.mul(&self.y.scale(-1.0).add_scalar(1.0))?));
+        Ok(())
     }
 }
 
@@ -292,10 +292,11 @@ impl Backward for Heavy {
     fn name(&self) -> &'static str {
         "heavy"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         self.seen.lock().push(crate::parallel::kernel_threads());
         std::thread::sleep(std::time::Duration::from_millis(5));
-        Ok(smallvec::smallvec![Some(gy.clone())])
+        out.push(Some(gy.clone()));
+        Ok(())
     }
     fn estimated_work(&self) -> usize {
         super::engine::ASYNC_WORK_THRESHOLD

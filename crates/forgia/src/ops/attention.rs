@@ -11,8 +11,6 @@ pub use bias::alibi_slopes;
 
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
@@ -313,9 +311,10 @@ impl Backward for AttnBackward {
         OP
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            return graph::vjp(self, cx, gy);
+            *out = graph::vjp(self, cx, gy)?;
+            return Ok(());
         }
         let g = &self.geom;
         let gy = addressable(gy)?;
@@ -352,8 +351,7 @@ impl Backward for AttnBackward {
             grads,
             k::AttnScratch { parts, buf: &mut buf },
         );
-        let mut out: Grads =
-            SmallVec::from_elem(None, 3 + self.mask.is_some() as usize + self.sinks.is_some() as usize);
+        out.resize(3 + self.mask.is_some() as usize + self.sinks.is_some() as usize, None);
         for (i, (data, like)) in [(dq, &self.q), (dk, &self.k), (dv, &self.v)].into_iter().enumerate() {
             if !cx.needs_grad(i) {
                 continue;
@@ -372,7 +370,7 @@ impl Backward for AttnBackward {
                 out[i] = Some(Tensor::from_parts(d, &[hq]));
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

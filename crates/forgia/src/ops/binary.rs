@@ -1,8 +1,6 @@
 //! Pointwise binary ops with NumPy broadcasting. Each record returns its operands' gradients in
 //! the broadcast shape; the engine sums each back to its operand's shape.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::Result;
@@ -235,8 +233,10 @@ impl Backward for AddBackward {
         false
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![cx.needs_grad(0).then(|| gy.clone()), cx.needs_grad(1).then(|| gy.clone())])
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(cx.needs_grad(0).then(|| gy.clone()));
+        out.push(cx.needs_grad(1).then(|| gy.clone()));
+        Ok(())
     }
 }
 
@@ -252,8 +252,10 @@ impl Backward for SubBackward {
         false
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![cx.needs_grad(0).then(|| gy.clone()), cx.needs_grad(1).then(|| gy.scale(-1.0))])
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(cx.needs_grad(0).then(|| gy.clone()));
+        out.push(cx.needs_grad(1).then(|| gy.scale(-1.0)));
+        Ok(())
     }
 }
 
@@ -267,8 +269,8 @@ impl Backward for MulBackward {
         "mul"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = smallvec::smallvec![None, None];
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         let kept = "a product keeps the partner of every operand that needs a gradient";
         if !cx.create_graph() && self.shapes.0.is_none() {
             // Operands of the output's shape, no graph to build: `gy * partner` in one zip
@@ -283,7 +285,7 @@ impl Backward for MulBackward {
                     })?);
                 }
             }
-            return Ok(out);
+            return Ok(());
         }
         if cx.needs_grad(0) {
             let b = cx.input(1, &self.saved.b().expect(kept).value(self.shapes.get(1, gy)));
@@ -293,7 +295,7 @@ impl Backward for MulBackward {
             let a = cx.input(0, &self.saved.a().expect(kept).value(self.shapes.get(0, gy)));
             out[1] = Some(gy.mul(&a)?);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -307,8 +309,8 @@ impl Backward for DivBackward {
         "div"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         let b = cx.input(1, &self.b);
         if cx.needs_grad(0) {
             out[0] = Some(gy.div(&b)?);
@@ -318,7 +320,7 @@ impl Backward for DivBackward {
             let g = gy.mul(&a)?.div(&b.mul(&b)?)?.scale(-1.0);
             out[1] = Some(g);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -331,9 +333,10 @@ impl Backward for ScaleBackward {
         "scale"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let _ = cx;
-        Ok(smallvec::smallvec![Some(if self.s == 1.0 { gy.clone() } else { gy.scale(self.s) })])
+        out.push(Some(if self.s == 1.0 { gy.clone() } else { gy.scale(self.s) }));
+        Ok(())
     }
 }
 
@@ -348,8 +351,8 @@ impl Backward for PowBackward {
         "pow"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
         if cx.needs_grad(0) {
             let g = gy.mul(&b)?.mul(&a.pow(&b.add_scalar(-1.0))?)?;
@@ -366,7 +369,7 @@ impl Backward for PowBackward {
             let g = gy.mul(&cx.output(&self.y))?.mul(&log_a)?;
             out[1] = Some(g);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -387,7 +390,7 @@ impl Backward for ExtremeBackward {
 
     /// `ga = sum_to(gy * wa)`, `gb = sum_to(gy * (1 - wa))`, where the constant weight `wa` is
     /// 1 where `a` wins, ½ on ties, 0 where `b` wins.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let max = self.max;
         let wa = broadcast_map(self.name(), &self.a, &self.b, |a, b| {
             let a_wins = if max { a > b } else { a < b };
@@ -399,7 +402,7 @@ impl Backward for ExtremeBackward {
                 0.0
             }
         })?;
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+        out.resize(2, None);
         if cx.needs_grad(0) {
             out[0] = Some(gy.mul(&wa)?);
         }
@@ -407,6 +410,6 @@ impl Backward for ExtremeBackward {
             let wb = wa.neg().add_scalar(1.0);
             out[1] = Some(gy.mul(&wb)?);
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -2,8 +2,6 @@
 //! (`kernels/conv.rs`; a forward with one input channel runs a direct kernel). One record serves all three; the weight and bias gradients are
 //! computed only for operands that need them.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
@@ -380,10 +378,10 @@ impl Backward for ConvBackward {
     /// constants (no record is built: grad mode is off); a `create_graph` pass runs the same
     /// kernels through [`conv_map`] on the reconnected operands, so each gradient carries its
     /// own differentiable record.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let g = self.geom;
         let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
-        let mut out: Grads = SmallVec::from_elem(None, self.operands);
+        out.resize(self.operands, None);
         let (ga, gb) = match self.map {
             Map::Corr => ((Map::CorrT, gy, &b), (Map::Weight, &a, gy)),
             Map::CorrT => ((Map::Corr, gy, &b), (Map::Weight, gy, &a)),
@@ -406,7 +404,7 @@ impl Backward for ConvBackward {
                 Tensor::from_parts(gb, &[shape[1]])
             });
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

@@ -175,8 +175,9 @@ impl Backward for DiagonalBackward {
     fn name(&self) -> &'static str {
         "diagonal"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(diagonal_scatter(gy, &self.in_shape, self.offset, self.d1, self.d2)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(diagonal_scatter(gy, &self.in_shape, self.offset, self.d1, self.d2)?));
+        Ok(())
     }
 }
 
@@ -189,7 +190,8 @@ impl Backward for DiagonalScatterBackward {
     fn name(&self) -> &'static str {
         "diagonal_scatter"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.diagonal(self.offset, self.d1 as isize, self.d2 as isize)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.diagonal(self.offset, self.d1 as isize, self.d2 as isize)?));
+        Ok(())
     }
 }

@@ -57,9 +57,10 @@ impl Backward for DropoutBackward {
 
     /// `gx = gy · mask / (1-p)`: dropout of `gy` with the same seed (one fused pass, no mask
     /// tensor), which records itself again in a `create_graph` pass.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let _ = cx;
         debug_assert_eq!(gy.shape(), &self.shape[..]);
-        Ok(smallvec::smallvec![Some(gy.dropout(self.p, self.seed, true)?)])
+        out.push(Some(gy.dropout(self.p, self.seed, true)?));
+        Ok(())
     }
 }

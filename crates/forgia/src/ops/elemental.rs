@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use smallvec::SmallVec;
 
 use super::binary::broadcast_map;
 use crate::autograd::Tensor;
@@ -115,7 +114,7 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
 
     /// `gx[i] = backward(x[i], y[i], gy[i])`, in one fused pass; in a `create_graph` pass the
     /// same values get a record of `x` and `gy` that applies the second-derivative closure.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if self.second.is_none() {
             cx.fused("elemental_unary")?;
         }
@@ -134,7 +133,8 @@ impl<B: Fn(f32, f32, f32) -> f32 + Send + Sync + 'static> Backward for UnaryBack
             }
             _ => gx,
         };
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 }
 
@@ -240,7 +240,7 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
 
     /// Per output element `(ga, gb) = backward(a, b, y, gy)` over the broadcast shape (the
     /// engine sums each back to its operand's shape).
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if self.second.is_none() {
             cx.fused("elemental_binary")?;
         }
@@ -268,16 +268,17 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
             let part = |i: usize| -> Result<Option<Tensor>> {
                 Ok(if cx.needs_grad(i) { Some(both.narrow(0, i, 1)?.reshape(shape)?) } else { None })
             };
-            return Ok(SmallVec::from_iter([part(0)?, part(1)?]));
+            out.extend([part(0)?, part(1)?]);
+            return Ok(());
         }
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+        out.resize(2, None);
         if cx.needs_grad(0) {
             out[0] = Some(Tensor::from_parts(ga, shape));
         }
         if cx.needs_grad(1) {
             out[1] = Some(Tensor::from_parts(gb, shape));
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -296,14 +297,16 @@ impl Backward for UnaryGradBackward {
     }
 
     /// `(dx, dgy)[i] = second(x[i], y[i], gy[i], ggx[i])`.
-    fn backward(&self, cx: &VjpCtx<'_>, ggx: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, ggx: &Tensor, out: &mut Grads) -> Result<()> {
         cx.fused("elemental_unary_backward")?;
         let u = ggx.contiguous_data("elemental_unary_backward")?;
         let (x, y, g, u) = (self.x.packed(), self.y.packed(), self.gy.packed(), u.packed());
         let (dx, dg) = map4_pair(x, y, g, u, &|x, y, g, u| (self.second)(x, y, g, u))?;
         let shape = self.x.shape();
         let keep = |i: usize, d: Vec<f32>| cx.needs_grad(i).then(|| Tensor::from_parts(d, shape));
-        Ok(SmallVec::from_iter([keep(0, dx), keep(1, dg)]))
+        out.push(keep(0, dx));
+        out.push(keep(1, dg));
+        Ok(())
     }
 }
 
@@ -324,7 +327,7 @@ impl Backward for BinaryGradBackward {
     }
 
     /// `(da, db, dgy)[i] = second(a[i], b[i], y[i], gy[i], gga[i], ggb[i])`.
-    fn backward(&self, cx: &VjpCtx<'_>, gg: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gg: &Tensor, out: &mut Grads) -> Result<()> {
         cx.fused("elemental_binary_backward")?;
         let u = gg.contiguous_data("elemental_binary_backward")?;
         let (a, b, y, g) = (self.a.packed(), self.b.packed(), self.y.packed(), self.gy.packed());
@@ -337,7 +340,10 @@ impl Backward for BinaryGradBackward {
         }
         let shape = self.y.shape();
         let keep = |i: usize, d: Vec<f32>| cx.needs_grad(i).then(|| Tensor::from_parts(d, shape));
-        Ok(SmallVec::from_iter([keep(0, da), keep(1, db), keep(2, dg)]))
+        out.push(keep(0, da));
+        out.push(keep(1, db));
+        out.push(keep(2, dg));
+        Ok(())
     }
 }
 

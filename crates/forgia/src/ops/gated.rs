@@ -4,8 +4,6 @@
 //! gate). One fused kernel and one record serve all six; the record's `create_graph` path is
 //! written in differentiable ops.
 
-use smallvec::SmallVec;
-
 use super::activation::{GeluErf, Sigmoid, Silu};
 use super::unary::{unary, UnaryRule};
 use crate::autograd::Tensor;
@@ -129,17 +127,19 @@ impl<R: UnaryRule + Copy> Backward for GatedBackward<R> {
         self.op
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         match &self.operands {
             Operands::Split { value, gate } => {
                 let (gv, gg) = self.grads(cx, &cx.input(0, value), &cx.input(1, gate), gy)?;
                 let keep = |i: usize, g: Tensor| cx.needs_grad(i).then_some(g);
-                Ok(SmallVec::from_vec(vec![keep(0, gv), keep(1, gg)]))
+                out.extend([keep(0, gv), keep(1, gg)]);
+                Ok(())
             }
             Operands::Fused { x, axis } => {
                 let (value, gate) = halves(self.op, &cx.input(0, x), *axis)?;
                 let (gv, gg) = self.grads(cx, &value, &gate, gy)?;
-                Ok(smallvec::smallvec![Some(Tensor::concat(&[&gv, &gg], *axis)?)])
+                out.push(Some(Tensor::concat(&[&gv, &gg], *axis)?));
+                Ok(())
             }
         }
     }

@@ -298,9 +298,10 @@ impl Backward for IndexSelectBackward {
     fn name(&self) -> &'static str {
         "index_select"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gx = index_add_to_zeros(&self.in_shape, self.axis, &self.indices, gy)?;
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 }
 
@@ -330,8 +331,9 @@ impl Backward for ScatterToZerosBackward {
     fn name(&self) -> &'static str {
         "index_select backward"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.index_select(self.axis, &self.indices)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.index_select(self.axis, &self.indices)?));
+        Ok(())
     }
 }
 
@@ -343,15 +345,15 @@ impl Backward for IndexAddBackward {
     fn name(&self) -> &'static str {
         "index_add"
     }
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         if cx.needs_grad(0) {
             out[0] = Some(gy.clone());
         }
         if cx.needs_grad(1) {
             out[1] = Some(gy.index_select(self.axis, &self.indices)?);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -364,9 +366,10 @@ impl Backward for GatherBackward {
     fn name(&self) -> &'static str {
         "gather"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gx = Tensor::zeros(&self.in_shape)?.scatter_add(self.axis, &self.indices, gy)?;
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 }
 
@@ -379,8 +382,8 @@ impl Backward for ScatterAddBackward {
     fn name(&self) -> &'static str {
         "scatter_add"
     }
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         if cx.needs_grad(0) {
             out[0] = Some(gy.clone());
         }
@@ -390,6 +393,6 @@ impl Backward for ScatterAddBackward {
                 self.src_shape.iter().zip(self.indices.shape()).map(|(&s, &i)| (0, s - i)).collect();
             out[1] = Some(if g.shape() == self.src_shape.as_slice() { g } else { g.pad(&pads, 0.0)? });
         }
-        Ok(out)
+        Ok(())
     }
 }

@@ -3,8 +3,6 @@
 //! packed output. Every backward is built from views (narrow) or from these same ops, so it
 //! is differentiable.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
@@ -356,8 +354,8 @@ impl Backward for ConcatBackward {
     fn name(&self) -> &'static str {
         "concat"
     }
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, self.sizes.len());
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(self.sizes.len(), None);
         let mut start = 0;
         for (i, &len) in self.sizes.iter().enumerate() {
             if cx.needs_grad(i) {
@@ -365,7 +363,7 @@ impl Backward for ConcatBackward {
             }
             start += len;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -377,12 +375,13 @@ impl Backward for PadBackward {
     fn name(&self) -> &'static str {
         "pad"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let mut g = gy.clone();
         for (i, (&d, &(b, _))) in self.in_shape.iter().zip(&self.pads).enumerate() {
             g = g.narrow(i, b, d)?;
         }
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }
 
@@ -393,7 +392,8 @@ impl Backward for FlipBackward {
     fn name(&self) -> &'static str {
         "flip"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.flip(self.axes.clone())?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.flip(self.axes.clone())?));
+        Ok(())
     }
 }

@@ -105,10 +105,10 @@ impl Backward for LinearBackward {
 
     /// Through differentiable ops (so `create_graph` builds the second-order graph), on the
     /// folded rows: `gx = gy · W`, `gW = gyᵀ · x` (produced packed), `gb = Σ_rows gy`.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let (n, k) = (self.w.shape()[0], self.w.shape()[1]);
         let gy2 = gy.reshape(&[self.rows, n])?;
-        let mut out: Grads = SmallVec::from_elem(None, 2 + self.has_bias as usize);
+        out.resize(2 + self.has_bias as usize, None);
         if cx.needs_grad(0) {
             let w = cx.input(1, &self.w);
             out[0] = Some(gy2.matmul(&w)?.reshape(self.x.shape())?);
@@ -120,7 +120,7 @@ impl Backward for LinearBackward {
         if self.has_bias && cx.needs_grad(2) {
             out[2] = Some(gy2.sum(0, false)?);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

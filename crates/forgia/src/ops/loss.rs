@@ -364,7 +364,7 @@ impl Backward for CrossEntropyBackward {
         "cross_entropy"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let (n, c) = (self.x.shape()[0], self.x.shape()[1]);
         let w = row_weights(&self.targets, self.reduction, self.count);
         let gx = if cx.create_graph() {
@@ -374,11 +374,12 @@ impl Backward for CrossEntropyBackward {
             let g = gy.to_vec();
             let (w, d) = (w.packed(), self.x.packed());
             let scale = |r: usize| w[r] * if g.len() == 1 { g[0] } else { g[r] };
-            let mut out = crate::tensor::buffer("cross_entropy", n * c)?;
-            k::cross_entropy_grad(d, c, &self.lse, &self.targets, self.target_values(c), scale, &mut out);
-            Tensor::from_parts(out, &[n, c])
+            let mut buf = crate::tensor::buffer("cross_entropy", n * c)?;
+            k::cross_entropy_grad(d, c, &self.lse, &self.targets, self.target_values(c), scale, &mut buf);
+            Tensor::from_parts(buf, &[n, c])
         };
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {
@@ -399,11 +400,12 @@ impl Backward for NllBackward {
         "nll_loss"
     }
 
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let mut hot = crate::tensor::buffer("nll_loss", self.n * self.c)?;
         k::one_hot_rows(&self.targets, self.c, (0.0, -1.0), &mut hot);
         let w = row_weights(&self.targets, self.reduction, self.count);
         let gx = Tensor::from_parts(hot, &[self.n, self.c]).mul(&w)?.mul(&gy_rows(gy)?)?;
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 }

@@ -4,8 +4,6 @@
 //! `binary_cross_entropy_with_logits`, `kl_div`, and the pair losses `cosine_embedding_loss`
 //! and `margin_ranking_loss`. The few pointwise functions they need are private unary rules.
 
-use smallvec::SmallVec;
-
 use super::loss::Reduction;
 use super::unary::{constant_map, unary, UnaryRule};
 use crate::autograd::Tensor;
@@ -204,7 +202,7 @@ impl Backward for BceBackward {
         "binary_cross_entropy"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let (p, t) = (cx.input(0, &self.p), cx.input(1, &self.t));
         let gp = if cx.needs_grad(0) {
             let denom = p.mul(&p.neg().add_scalar(1.0))?.clamp(BCE_GRAD_EPS, f32::INFINITY)?;
@@ -217,7 +215,9 @@ impl Backward for BceBackward {
         } else {
             None
         };
-        Ok(SmallVec::from_vec(vec![gp, gt]))
+        out.push(gp);
+        out.push(gt);
+        Ok(())
     }
 }
 

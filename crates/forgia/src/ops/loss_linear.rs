@@ -213,9 +213,10 @@ impl Backward for LinearCrossEntropyBackward {
         OP
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            return self.grads_tensor(cx, gy);
+            *out = self.grads_tensor(cx, gy)?;
+            return Ok(());
         }
         let geo = self.geometry;
         let (v, d) = (geo.v, geo.d);
@@ -257,7 +258,7 @@ impl Backward for LinearCrossEntropyBackward {
                 k::add_column_sums(gblock, v, &mut gb);
             }
         }
-        let mut out: Grads = SmallVec::from_elem(None, 2 + self.b.is_some() as usize);
+        out.resize(2 + self.b.is_some() as usize, None);
         if want[0] {
             out[0] = Some(Tensor::from_parts(gh, self.h.shape()));
         }
@@ -267,7 +268,7 @@ impl Backward for LinearCrossEntropyBackward {
         if want[2] {
             out[2] = Some(Tensor::from_parts(gb, &[v]));
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

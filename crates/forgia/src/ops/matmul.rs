@@ -3,7 +3,6 @@
 //! (packed, for the `gemm` crate's sake: see [`rhs`]).
 
 use rayon::prelude::*;
-use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -219,8 +218,8 @@ impl Backward for MatmulBackward {
         "matmul"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         if cx.needs_grad(0) {
             let bt = cx.input(1, &self.b).transpose(-1, -2)?;
             out[0] = Some(gy.matmul_nd(&bt)?);
@@ -236,7 +235,7 @@ impl Backward for MatmulBackward {
                 a.transpose(-1, -2)?.matmul_nd(gy)?
             });
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

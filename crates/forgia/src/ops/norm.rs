@@ -369,9 +369,8 @@ impl NormBackward {
 
 impl NormBackward {
     /// Runs a fused backward kernel (`run`) on buffers for the gradients `cx` asks for and
-    /// returns `out` with them in their slots (input, then weight and bias where the op has
-    /// them).
-    fn fused_grads(&self, cx: &VjpCtx<'_>, mut out: Grads, run: impl FnOnce(k::RowGrads<'_>)) -> Result<Grads> {
+    /// puts them in their slots of `out` (input, then weight and bias where the op has them).
+    fn fused_grads(&self, cx: &VjpCtx<'_>, out: &mut Grads, run: impl FnOnce(k::RowGrads<'_>)) -> Result<()> {
         let (op, count, w_slot) = (self.spec.op, numel(&self.spec.param_shape), self.weight.is_some() as usize);
         let need = (cx.needs_grad(0), w_slot == 1 && cx.needs_grad(1), self.has_bias && cx.needs_grad(1 + w_slot));
         let alloc = |want: bool, n: usize| want.then(|| crate::tensor::buffer(op, n)).transpose();
@@ -384,7 +383,7 @@ impl NormBackward {
         if self.has_bias {
             out[1 + w_slot] = gb.map(|g| Tensor::from_parts(g, &self.spec.param_shape));
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -393,16 +392,17 @@ impl Backward for NormBackward {
         self.spec.op
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            return self.graph_backward(cx, gy);
+            *out = self.graph_backward(cx, gy)?;
+            return Ok(());
         }
         let (s, inner) = (&self.spec.sets, self.spec.inner);
         let count = numel(&self.spec.param_shape);
         let gy = gy.contiguous_data(self.spec.op)?;
         let x = self.x.packed();
         let w_slot = self.weight.is_some() as usize;
-        let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
+        out.resize(1 + w_slot + self.has_bias as usize, None);
         if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
             return self.fused_grads(cx, out, |grads| rows.backward((x, gy.packed()), (&self.mean, &self.rstd), grads));
         }
@@ -437,7 +437,7 @@ impl Backward for NormBackward {
             k::param_sums(gy.packed(), inner, &mut gb);
             out[1 + w_slot] = Some(Tensor::from_parts(gb, &self.spec.param_shape));
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

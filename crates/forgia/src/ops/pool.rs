@@ -244,9 +244,10 @@ impl Backward for PoolBackward {
 
     /// `gx = mapᵀ(gy)`: the fused kernel, with its own record (the forward map again) in a
     /// `create_graph` pass; grad mode is off in a plain pass, so no record is built there.
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gx = pool_map(self.map.clone(), gy, self.geom, self.planes)?;
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

@@ -266,7 +266,7 @@ impl Backward for ExtremumBackward {
 
     /// `gx = expand(gy) * onehot(args)`: the one-hot mask is a constant, so this is
     /// differentiable in `gy`.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let _ = cx;
         let mut mask = crate::tensor::zeroed("reduce", numel(&self.in_shape))?;
         let inner = self.inner.max(1);
@@ -276,7 +276,8 @@ impl Backward for ExtremumBackward {
         }
         let mask = Tensor::from_parts(mask, &self.in_shape);
         let g = expand_reduced(gy, &self.kept, &self.in_shape)?.mul(&mask)?;
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }
 
@@ -292,10 +293,11 @@ impl Backward for TiedExtremumBackward {
         self.name
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let _ = cx;
         let g = expand_reduced(gy, &[], self.weights.shape())?.mul(&Tensor::from(&self.weights))?;
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }
 
@@ -314,9 +316,10 @@ impl Backward for SumBackward {
         }
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let _ = cx;
         let g = if self.scale == 1.0 { gy.clone() } else { gy.scale(self.scale) };
-        Ok(smallvec::smallvec![Some(expand_reduced(&g, &self.kept, &self.in_shape)?)])
+        out.push(Some(expand_reduced(&g, &self.kept, &self.in_shape)?));
+        Ok(())
     }
 }

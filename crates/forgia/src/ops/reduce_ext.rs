@@ -154,11 +154,12 @@ impl Backward for VarBackward {
         "var"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let x = cx.input(0, &self.x);
         let centered = x.sub(&x.mean(self.axes.clone(), true)?)?;
         let g = expand_reduced(gy, &self.kept, x.shape())?.mul(&centered)?.scale(2.0 / self.denom);
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }
 
@@ -173,11 +174,12 @@ impl Backward for LogsumexpBackward {
         "logsumexp"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let x = cx.input(0, &self.x);
         let y = expand_reduced(&cx.output(&self.y), &self.kept, x.shape())?;
         let g = expand_reduced(gy, &self.kept, x.shape())?.mul(&x.sub(&y)?.exp())?;
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }
 
@@ -220,7 +222,7 @@ impl Backward for ProdBackward {
         "prod"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let exclusive = if cx.create_graph() {
             self.exclusive_tensor(&cx.input(0, &self.x))?
         } else {
@@ -230,7 +232,8 @@ impl Backward for ProdBackward {
             Tensor::from_parts(data, self.x.shape())
         };
         let g = expand_reduced(gy, &self.kept, self.x.shape())?.mul(&exclusive)?;
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }
 
@@ -244,7 +247,8 @@ impl Backward for CumsumBackward {
         "cumsum"
     }
 
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.cumsum_dir(self.axis, !self.reverse)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.cumsum_dir(self.axis, !self.reverse)?));
+        Ok(())
     }
 }

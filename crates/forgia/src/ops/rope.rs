@@ -141,9 +141,10 @@ impl Backward for RopeBackward {
     }
 
     /// `gx = R(-θ) · gy`, built with the op itself (differentiable).
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let _ = cx;
         let gx = rope_signed(gy, self.base, -self.sign, (&self.positions, self.offset, self.interleaved))?;
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 }

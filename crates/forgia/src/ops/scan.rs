@@ -101,18 +101,19 @@ impl Backward for CumprodBackward {
         "cumprod"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gx = if cx.create_graph() {
             self.grad_tensor(&cx.input(0, &self.x), gy)?
         } else {
             let x = Tensor::from(self.x.clone());
             let plan = Plan::new(self.name(), &x, &[self.axis], true)?;
             let g = Plan::new(self.name(), gy, &[self.axis], true)?;
-            let mut out = crate::tensor::buffer("cumprod", plan.data.packed().len())?;
-            k::cumprod_grad(plan.data.packed(), g.data.packed(), plan.outer, plan.red, plan.inner, &mut out);
-            Tensor::from_parts(out, self.x.shape())
+            let mut buf = crate::tensor::buffer("cumprod", plan.data.packed().len())?;
+            k::cumprod_grad(plan.data.packed(), g.data.packed(), plan.outer, plan.red, plan.inner, &mut buf);
+            Tensor::from_parts(buf, self.x.shape())
         };
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

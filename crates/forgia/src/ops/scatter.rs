@@ -15,8 +15,6 @@
 //! that survived gets a gradient, so finite differences agree with the backward. With
 //! `accumulate` (`index_put`) duplicates add up, as in PyTorch.
 
-use smallvec::SmallVec;
-
 use super::index::{check_like, split3};
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -295,8 +293,8 @@ impl Backward for PutBackward {
         self.name
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         if cx.needs_grad(0) {
             out[0] = Some(match &self.masks {
                 Some((keep, _)) => gy.mul(&Tensor::from(keep))?,
@@ -310,6 +308,6 @@ impl Backward for PutBackward {
                 None => g,
             });
         }
-        Ok(out)
+        Ok(())
     }
 }

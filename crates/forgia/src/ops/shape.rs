@@ -232,8 +232,9 @@ impl Backward for IdentityBackward {
     fn name(&self) -> &'static str {
         "contiguous"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.clone())])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.clone()));
+        Ok(())
     }
 }
 
@@ -244,8 +245,9 @@ impl Backward for ReshapeBackward {
     fn name(&self) -> &'static str {
         "reshape"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.reshape(&self.in_shape)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.reshape(&self.in_shape)?));
+        Ok(())
     }
 }
 
@@ -256,8 +258,9 @@ impl Backward for PermuteBackward {
     fn name(&self) -> &'static str {
         "permute"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.permute(&self.inverse)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.permute(&self.inverse)?));
+        Ok(())
     }
 }
 
@@ -268,8 +271,9 @@ impl Backward for ExpandBackward {
     fn name(&self) -> &'static str {
         "broadcast_to"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.clone())])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.clone()));
+        Ok(())
     }
 }
 
@@ -284,8 +288,9 @@ impl Backward for NarrowBackward {
         "slice"
     }
     /// `gx = zeros(x.shape)` with `gy` written at the sliced positions.
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(slice_scatter(gy, &self.in_shape, self.axis, self.start, self.step)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(slice_scatter(gy, &self.in_shape, self.axis, self.start, self.step)?));
+        Ok(())
     }
 }
 
@@ -311,7 +316,8 @@ impl Backward for SliceScatterBackward {
     fn name(&self) -> &'static str {
         "slice_scatter"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.strided_slice(self.axis, self.start, self.len, self.step))])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.strided_slice(self.axis, self.start, self.len, self.step)));
+        Ok(())
     }
 }

@@ -166,7 +166,7 @@ impl Backward for SoftmaxBackward {
         }
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gx = if cx.create_graph() {
             // Differentiable: the same formulas in tensor ops over the reconnected output.
             let y = cx.output(&self.y);
@@ -188,7 +188,8 @@ impl Backward for SoftmaxBackward {
             );
             Tensor::from_parts(data, gy.shape())
         };
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

@@ -271,10 +271,11 @@ impl Backward for TakeBackward {
         self.name
     }
 
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gy = gy.reshape(self.indices.shape())?;
         let gx = Tensor::zeros(&self.in_shape)?.scatter_add(self.axis, &self.indices, &gy)?;
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 }
 
@@ -288,9 +289,10 @@ impl Backward for TiedBackward {
         "median_all"
     }
 
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let w = Tensor::from(&self.weights);
         let g = gy.reshape(&vec![1; w.rank()])?.broadcast_to(w.shape())?.mul(&w)?;
-        Ok(smallvec::smallvec![Some(g)])
+        out.push(Some(g));
+        Ok(())
     }
 }

@@ -1,8 +1,6 @@
 //! Straight-through estimators: a ternary-weight matmul whose backward treats the
 //! quantization as the identity for the weight.
 
-use smallvec::SmallVec;
-
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
@@ -53,8 +51,8 @@ impl Backward for SteBackward {
         "ternary_ste_matmul"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         if cx.needs_grad(0) {
             out[0] = Some(gy.matmul(&Tensor::from(&self.wq))?);
         }
@@ -65,7 +63,7 @@ impl Backward for SteBackward {
             let x2 = x.reshape(&[x.numel() / i.max(1), i])?;
             out[1] = Some(g2.transpose(0, 1)?.matmul(&x2)?);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

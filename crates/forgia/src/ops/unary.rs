@@ -52,7 +52,7 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
     }
 
     /// `gx = gy * df(saved)`: fused in one kernel, or in tensor ops when building a graph.
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let gx = if cx.create_graph() {
             let saved = self.saved.value(gy.shape());
             let saved = if R::USES_OUTPUT { cx.output(&saved) } else { cx.input(0, &saved) };
@@ -72,7 +72,8 @@ impl<R: UnaryRule> Backward for UnaryBackward<R> {
                 })
             })?
         };
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

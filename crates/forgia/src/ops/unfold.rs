@@ -149,8 +149,9 @@ impl Backward for UnfoldBackward {
     fn name(&self) -> &'static str {
         "unfold"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.fold(self.image, self.options)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.fold(self.image, self.options)?));
+        Ok(())
     }
 }
 
@@ -161,7 +162,8 @@ impl Backward for FoldBackward {
     fn name(&self) -> &'static str {
         "fold"
     }
-    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        Ok(smallvec::smallvec![Some(gy.unfold(self.options)?)])
+    fn backward(&self, _cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.push(Some(gy.unfold(self.options)?));
+        Ok(())
     }
 }

@@ -131,7 +131,7 @@ impl Backward for NormBackward {
         "norm"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         const OP: &str = "norm";
         let shape = self.x.shape();
         let gy = gy.reshape(&self.kept)?.broadcast_to(shape)?;
@@ -159,7 +159,8 @@ impl Backward for NormBackward {
             };
             gy.mul(&scaled.mul(&live)?)?
         };
-        Ok(smallvec::smallvec![Some(gx)])
+        out.push(Some(gx));
+        Ok(())
     }
 
     fn estimated_work(&self) -> usize {

@@ -2,8 +2,6 @@
 //! ordinary tensor read as PyTorch reads a bool tensor made from floats: any nonzero value
 //! (NaN included) is true. It broadcasts against the operands and is never differentiated.
 
-use smallvec::SmallVec;
-
 use super::binary::broadcast_names;
 use crate::autograd::Tensor;
 use crate::autograd::{attach, Backward, Grads, VjpCtx};
@@ -82,8 +80,8 @@ impl Backward for WhereBackward {
         "where"
     }
 
-    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
-        let mut out: Grads = SmallVec::from_elem(None, 2);
+    fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
+        out.resize(2, None);
         let zero = Tensor::scalar(0.0);
         if cx.needs_grad(0) {
             out[0] = Some(Tensor::where_(&Tensor::from(&self.mask), gy, &zero)?);
@@ -91,6 +89,6 @@ impl Backward for WhereBackward {
         if cx.needs_grad(1) {
             out[1] = Some(Tensor::where_(&Tensor::from(&self.mask), &zero, gy)?);
         }
-        Ok(out)
+        Ok(())
     }
 }
