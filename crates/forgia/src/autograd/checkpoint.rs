@@ -303,8 +303,8 @@ impl Backward for CheckpointBackward {
 
     /// Re-runs the block with recording on over fresh variables standing in for the inputs
     /// that need a gradient, backpropagates `gy` through the rebuilt subgraph in a nested
-    /// serial pass, and returns the stand-ins' gradients. A `create_graph` pass goes through
-    /// [`CheckpointBackward::graph_backward`] instead.
+    /// serial pass, and writes the stand-ins' gradients into `out`. A `create_graph` pass goes
+    /// through [`CheckpointBackward::graph_backward`] instead.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
             *out = self.graph_backward(cx, gy)?;
