@@ -270,7 +270,10 @@ impl Backward for MulBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        // Two pushes, not `resize(2, None)`: its generic loop was ~70 instructions a firing
+        // on the per-op path of long chains (docs/BENCHMARKS.md, session thirty-one).
+        out.push(None);
+        out.push(None);
         let kept = "a product keeps the partner of every operand that needs a gradient";
         if !cx.create_graph() && self.shapes.0.is_none() {
             // Operands of the output's shape, no graph to build: `gy * partner` in one zip
@@ -310,7 +313,8 @@ impl Backward for DivBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        out.push(None);
+        out.push(None);
         let b = cx.input(1, &self.b);
         if cx.needs_grad(0) {
             out[0] = Some(gy.div(&b)?);
