@@ -5,11 +5,9 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use super::engine::{self, BackwardOptions};
 use super::mode::{no_grad, set_grad_enabled};
-use super::node::{attach, Backward, Grads, VjpCtx};
+use super::node::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::autograd::Tensor;
 use crate::error::{fail, Error, ErrorKind, Result};
 use crate::tensor::Array;
@@ -276,15 +274,15 @@ impl CheckpointBackward {
     /// The backward of a `create_graph` pass: the gradients are themselves a checkpoint of
     /// [`gradient_block`] over the reconnected inputs and `gy`, split back per input. Nothing
     /// of the recompute is kept; differentiating them recomputes the block again.
-    fn graph_backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn graph_backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let want: Vec<bool> = (0..self.inputs.len()).map(|i| cx.needs_grad(i)).collect();
         let mut args: Vec<Tensor> = self.inputs.iter().enumerate().map(|(i, x)| cx.input(i, x)).collect();
         args.push(gy.clone());
         let flat = run(gradient_block(self.block.clone(), want.clone()), &args.iter().collect::<Vec<_>>(), true)?;
-        let mut grads: Grads = SmallVec::with_capacity(self.inputs.len());
+        out.reserve(self.inputs.len());
         let mut at = 0;
         for (x, w) in self.inputs.iter().zip(want) {
-            grads.push(if w {
+            out.push(if w {
                 let g = flat.narrow(0, at, x.numel())?.reshape(x.shape())?;
                 at += x.numel();
                 Some(g)
@@ -292,7 +290,7 @@ impl CheckpointBackward {
                 None
             });
         }
-        Ok(grads)
+        Ok(())
     }
 }
 
@@ -307,8 +305,7 @@ impl Backward for CheckpointBackward {
     /// through [`CheckpointBackward::graph_backward`] instead.
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            *out = self.graph_backward(cx, gy)?;
-            return Ok(());
+            return self.graph_backward(cx, gy, out);
         }
         let leaves: Vec<Tensor> = self
             .inputs
@@ -324,7 +321,7 @@ impl Backward for CheckpointBackward {
             .map_err(|e| Error::from(ErrorKind::Nested { context: "checkpoint recompute", source: Box::new(e) }))?;
         if !recomputed.requires_grad() {
             if self.lenient {
-                out.resize(leaves.len(), None);
+                empty_slots(out, leaves.len());
                 return Ok(());
             }
             return fail(ErrorKind::CheckpointOutputNotDifferentiable);

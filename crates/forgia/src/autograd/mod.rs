@@ -22,7 +22,7 @@ pub use custom::{custom_op, CustomOp};
 pub use engine::BackwardOptions;
 pub use hooks::HookHandle;
 pub use mode::{enable_grad, is_grad_enabled, no_grad, GradModeGuard, NoGradGuard};
-pub(crate) use node::{attach, attach_saving_output, Backward, Grads, VjpCtx};
+pub(crate) use node::{attach, attach_saving_output, empty_slots, Backward, Grads, VjpCtx};
 pub use tensor::Tensor;
 #[cfg(test)]
 mod faults_tests;

@@ -24,6 +24,17 @@ pub(super) type NodeShape = SmallVec<[usize; 2]>;
 /// Gradients a record returns, one slot per operand (`None`: no contribution).
 pub(crate) type Grads = SmallVec<[Option<Tensor>; 2]>;
 
+/// Puts `n` empty slots in a record's gradient list, one per operand, for the record to fill
+/// the ones it computes. Pushes rather than `SmallVec::resize`, whose generic loop was not
+/// inlined: about 70 instructions a firing on the per-op path of long chains (the product's
+/// record, docs/BENCHMARKS.md, session thirty-one).
+#[inline]
+pub(crate) fn empty_slots(out: &mut Grads, n: usize) {
+    for _ in 0..n {
+        out.push(None);
+    }
+}
+
 /// The backward half of an op: given the gradient of the loss with respect to the op's output,
 /// produce the gradient with respect to each operand (a vector–Jacobian product).
 ///

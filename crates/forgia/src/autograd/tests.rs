@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::node::{attach, Backward, Grads, Node, VjpCtx, ACCUMULATED, IDLE};
+use super::node::{attach, empty_slots, Backward, Grads, Node, VjpCtx, ACCUMULATED, IDLE};
 use crate::error::{fail, ErrorKind, Result};
 use crate::{gradcheck, BackwardOptions, GradcheckOptions, Tensor};
 
@@ -21,7 +21,7 @@ impl Backward for Counting {
     }
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         self.fired.fetch_add(1, Ordering::Relaxed);
-        out.resize(2, None);
+        empty_slots(out, 2);
         for (i, other) in [(0, &self.b), (1, &self.a)] {
             if cx.needs_grad(i) {
                 self.computed.fetch_add(1, Ordering::Relaxed);

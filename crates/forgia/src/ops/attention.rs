@@ -12,7 +12,7 @@ pub use bias::alibi_slopes;
 use std::sync::Arc;
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
 use crate::kernels::attention::{self as k, AttnDropout, AttnGeom, AttnGrads, Heads, MaskRef, Out};
 use crate::tensor::layout::{broadcast_shapes, offset_of};
@@ -313,8 +313,7 @@ impl Backward for AttnBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            *out = graph::vjp(self, cx, gy)?;
-            return Ok(());
+            return graph::vjp(self, cx, gy, out);
         }
         let g = &self.geom;
         let gy = addressable(gy)?;
@@ -351,7 +350,7 @@ impl Backward for AttnBackward {
             grads,
             k::AttnScratch { parts, buf: &mut buf },
         );
-        out.resize(3 + self.mask.is_some() as usize + self.sinks.is_some() as usize, None);
+        empty_slots(out, 3 + self.mask.is_some() as usize + self.sinks.is_some() as usize);
         for (i, (data, like)) in [(dq, &self.q), (dk, &self.k), (dv, &self.v)].into_iter().enumerate() {
             if !cx.needs_grad(i) {
                 continue;

@@ -2,7 +2,7 @@
 //! the broadcast shape; the engine sums each back to its operand's shape.
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
 use crate::tensor::layout::{broadcast_shapes, same_shape};
@@ -270,10 +270,7 @@ impl Backward for MulBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        // Two pushes, not `resize(2, None)`: its generic loop was ~70 instructions a firing
-        // on the per-op path of long chains (docs/BENCHMARKS.md, session thirty-one).
-        out.push(None);
-        out.push(None);
+        empty_slots(out, 2);
         let kept = "a product keeps the partner of every operand that needs a gradient";
         if !cx.create_graph() && self.shapes.0.is_none() {
             // Operands of the output's shape, no graph to build: `gy * partner` in one zip
@@ -313,8 +310,7 @@ impl Backward for DivBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.push(None);
-        out.push(None);
+        empty_slots(out, 2);
         let b = cx.input(1, &self.b);
         if cx.needs_grad(0) {
             out[0] = Some(gy.div(&b)?);
@@ -356,7 +352,7 @@ impl Backward for PowBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
         if cx.needs_grad(0) {
             let g = gy.mul(&b)?.mul(&a.pow(&b.add_scalar(-1.0))?)?;
@@ -406,7 +402,7 @@ impl Backward for ExtremeBackward {
                 0.0
             }
         })?;
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             out[0] = Some(gy.mul(&wa)?);
         }

@@ -3,7 +3,7 @@
 //! computed only for operands that need them.
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::conv::{self as k, ConvGeom};
 use crate::tensor::{Array, Size};
@@ -381,7 +381,7 @@ impl Backward for ConvBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let g = self.geom;
         let (a, b) = (cx.input(0, &self.a), cx.input(1, &self.b));
-        out.resize(self.operands, None);
+        empty_slots(out, self.operands);
         let (ga, gb) = match self.map {
             Map::Corr => ((Map::CorrT, gy, &b), (Map::Weight, &a, gy)),
             Map::CorrT => ((Map::Corr, gy, &b), (Map::Weight, gy, &a)),

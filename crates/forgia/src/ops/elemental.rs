@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::binary::broadcast_map;
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::pointwise;
 use crate::parallel::{self, CHUNK_ELEMENTS, PARALLEL_ELEMENTS};
@@ -271,7 +271,7 @@ impl<B: Fn(f32, f32, f32, f32) -> (f32, f32) + Send + Sync + 'static> Backward f
             out.extend([part(0)?, part(1)?]);
             return Ok(());
         }
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             out[0] = Some(Tensor::from_parts(ga, shape));
         }

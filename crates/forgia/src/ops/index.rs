@@ -9,7 +9,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::index as k;
 use crate::tensor::layout::numel;
@@ -346,7 +346,7 @@ impl Backward for IndexAddBackward {
         "index_add"
     }
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             out[0] = Some(gy.clone());
         }
@@ -383,7 +383,7 @@ impl Backward for ScatterAddBackward {
         "scatter_add"
     }
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             out[0] = Some(gy.clone());
         }

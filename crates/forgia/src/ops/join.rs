@@ -4,7 +4,7 @@
 //! is differentiable.
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::copy;
 use crate::tensor::layout::numel;
@@ -355,7 +355,7 @@ impl Backward for ConcatBackward {
         "concat"
     }
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(self.sizes.len(), None);
+        empty_slots(out, self.sizes.len());
         let mut start = 0;
         for (i, &len) in self.sizes.iter().enumerate() {
             if cx.needs_grad(i) {

@@ -5,7 +5,7 @@
 use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::gemm::{gemm_split_k, split_k_scratch, MatRef};
 use crate::tensor::{names, Array, Size};
@@ -108,7 +108,7 @@ impl Backward for LinearBackward {
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let (n, k) = (self.w.shape()[0], self.w.shape()[1]);
         let gy2 = gy.reshape(&[self.rows, n])?;
-        out.resize(2 + self.has_bias as usize, None);
+        empty_slots(out, 2 + self.has_bias as usize);
         if cx.needs_grad(0) {
             let w = cx.input(1, &self.w);
             out[0] = Some(gy2.matmul(&w)?.reshape(self.x.shape())?);

@@ -8,7 +8,7 @@ use smallvec::SmallVec;
 
 use super::loss::{class_targets, combine, gy_rows, row_weights, CrossEntropyOptions, Reduction};
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, within, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::kernels::loss as k;
@@ -185,7 +185,7 @@ impl LinearCrossEntropyBackward {
     }
 
     /// The three gradients in differentiable ops over the full logits (`create_graph`).
-    fn grads_tensor(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn grads_tensor(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let Geometry { tokens, d, v, .. } = self.geometry;
         let h = cx.input(0, &self.h).reshape(&[tokens, d])?;
         let w = cx.input(1, &self.w);
@@ -194,7 +194,7 @@ impl LinearCrossEntropyBackward {
         k::one_hot_rows(&self.targets, v, self.target_values(), &mut hot);
         let scale = row_weights(&self.targets, self.reduction, self.count).mul(&gy_rows(gy)?)?;
         let g = h.linear(&w, b.as_ref())?.softmax(1)?.sub(&Tensor::from_parts(hot, &[tokens, v]))?.mul(&scale)?;
-        let mut out: Grads = SmallVec::from_elem(None, 2 + self.b.is_some() as usize);
+        empty_slots(out, 2 + self.b.is_some() as usize);
         if cx.needs_grad(0) {
             out[0] = Some(g.matmul(&w)?.reshape(self.h.shape())?);
         }
@@ -204,7 +204,7 @@ impl LinearCrossEntropyBackward {
         if self.b.is_some() && cx.needs_grad(2) {
             out[2] = Some(g.sum(0, false)?);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -215,8 +215,7 @@ impl Backward for LinearCrossEntropyBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            *out = self.grads_tensor(cx, gy)?;
-            return Ok(());
+            return self.grads_tensor(cx, gy, out);
         }
         let geo = self.geometry;
         let (v, d) = (geo.v, geo.d);
@@ -258,7 +257,7 @@ impl Backward for LinearCrossEntropyBackward {
                 k::add_column_sums(gblock, v, &mut gb);
             }
         }
-        out.resize(2 + self.b.is_some() as usize, None);
+        empty_slots(out, 2 + self.b.is_some() as usize);
         if want[0] {
             out[0] = Some(Tensor::from_parts(gh, self.h.shape()));
         }

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, Error, ErrorKind, Result};
 use crate::kernels::gemm::{gemm, gemm_split_k, has_broadcast_operand, pack_b, packs_b, split_k_scratch, MatRef};
 use crate::parallel;
@@ -219,7 +219,7 @@ impl Backward for MatmulBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             let bt = cx.input(1, &self.b).transpose(-1, -2)?;
             out[0] = Some(gy.matmul_nd(&bt)?);

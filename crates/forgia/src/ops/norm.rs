@@ -9,7 +9,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{check, fail, ErrorKind, Result};
 use crate::kernels::norm::{self as k, Sets};
 use crate::tensor::layout::numel;
@@ -331,7 +331,7 @@ impl NormBackward {
     /// Elements are viewed two ways (`Sets`: chunk `i` belongs to set `i % count`; parameters:
     /// element `e` uses parameter `(e / inner) % P`): `[rep, count, chunk]` for the statistics
     /// and `[outer, P, inner]` for the parameters, each reduced over axes 0 and 2.
-    fn graph_backward(&self, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+    fn graph_backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let (s, inner, rms) = (&self.spec.sets, self.spec.inner, self.spec.rms);
         let p = numel(&self.spec.param_shape);
         let stat = [s.len / (s.chunk * s.count).max(1), s.count, s.chunk];
@@ -343,7 +343,7 @@ impl NormBackward {
         let xhat = centered.mul(&rstd)?;
         let gyp = gy.reshape(&params)?;
         let w_slot = self.weight.is_some() as usize;
-        let mut out: Grads = SmallVec::from_elem(None, 1 + w_slot + self.has_bias as usize);
+        empty_slots(out, 1 + w_slot + self.has_bias as usize);
         if cx.needs_grad(0) {
             let g = match &self.weight {
                 Some(w) => gyp.mul(&cx.input(1, w).reshape(&[p, 1])?)?,
@@ -363,7 +363,7 @@ impl NormBackward {
         if self.has_bias && cx.needs_grad(1 + w_slot) {
             out[1 + w_slot] = Some(gyp.sum(axes(), false)?.reshape(&self.spec.param_shape)?);
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -394,15 +394,14 @@ impl Backward for NormBackward {
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         if cx.create_graph() {
-            *out = self.graph_backward(cx, gy)?;
-            return Ok(());
+            return self.graph_backward(cx, gy, out);
         }
         let (s, inner) = (&self.spec.sets, self.spec.inner);
         let count = numel(&self.spec.param_shape);
         let gy = gy.contiguous_data(self.spec.op)?;
         let x = self.x.packed();
         let w_slot = self.weight.is_some() as usize;
-        out.resize(1 + w_slot + self.has_bias as usize, None);
+        empty_slots(out, 1 + w_slot + self.has_bias as usize);
         if let Some(rows) = self.spec.rows(self.weight.as_ref(), None) {
             return self.fused_grads(cx, out, |grads| rows.backward((x, gy.packed()), (&self.mean, &self.rstd), grads));
         }

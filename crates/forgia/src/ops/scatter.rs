@@ -17,7 +17,7 @@
 
 use super::index::{check_like, split3};
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, within, ErrorKind, Result};
 use crate::kernels::scatter as k;
 use crate::ops::index::Indices;
@@ -294,7 +294,7 @@ impl Backward for PutBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             out[0] = Some(match &self.masks {
                 Some((keep, _)) => gy.mul(&Tensor::from(keep))?,

@@ -2,7 +2,7 @@
 //! quantization as the identity for the weight.
 
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::tensor::Array;
 
@@ -52,7 +52,7 @@ impl Backward for SteBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         if cx.needs_grad(0) {
             out[0] = Some(gy.matmul(&Tensor::from(&self.wq))?);
         }

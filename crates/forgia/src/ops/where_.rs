@@ -4,7 +4,7 @@
 
 use super::binary::broadcast_names;
 use crate::autograd::Tensor;
-use crate::autograd::{attach, Backward, Grads, VjpCtx};
+use crate::autograd::{attach, empty_slots, Backward, Grads, VjpCtx};
 use crate::error::{fail, ErrorKind, Result};
 use crate::kernels::pointwise;
 use crate::tensor::layout::broadcast_shapes;
@@ -81,7 +81,7 @@ impl Backward for WhereBackward {
     }
 
     fn backward(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
-        out.resize(2, None);
+        empty_slots(out, 2);
         let zero = Tensor::scalar(0.0);
         if cx.needs_grad(0) {
             out[0] = Some(Tensor::where_(&Tensor::from(&self.mask), gy, &zero)?);

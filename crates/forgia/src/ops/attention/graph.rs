@@ -3,11 +3,9 @@
 //! elementwise ops), so a gradient through attention can itself be differentiated
 //! (Hessian-vector products, gradient penalties). The fused kernel keeps every ordinary pass.
 
-use smallvec::SmallVec;
-
 use super::{AttnBackward, OP};
 use crate::autograd::Tensor;
-use crate::autograd::{Grads, VjpCtx};
+use crate::autograd::{empty_slots, Grads, VjpCtx};
 use crate::error::Result;
 use crate::kernels::dropout;
 
@@ -34,8 +32,9 @@ fn dropout_factors(r: &AttnBackward, full: &[usize; 4]) -> Result<Option<Tensor>
 /// and `dV` come out summed over each group:
 /// `S = scale·q kᵀ + mask (+ causal)`, `P = softmax([S, sink])[.., :Sk]`, `Pd = P ⊙ M`,
 /// `dV = Pdᵀ dO`, `dP = (dO Vᵀ) ⊙ M`, `δ = rowsum(P ⊙ dP)`, `dS = P ⊙ (dP - δ)`,
-/// `dQ = scale·dS K`, `dK = scale·dSᵀ Q`, `dmask = dS`, `dsink = -Σ P_sink ⊙ δ`.
-pub(super) fn vjp(r: &AttnBackward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grads> {
+/// `dQ = scale·dS K`, `dK = scale·dSᵀ Q`, `dmask = dS`, `dsink = -Σ P_sink ⊙ δ`; into `out`,
+/// one slot per operand.
+pub(super) fn vjp(r: &AttnBackward, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
     let g = &r.geom;
     let (q, k, v) = (cx.input(0, &r.q), cx.input(1, &r.k), cx.input(2, &r.v));
     let (b, hq, hkv) = (q.shape()[0], q.shape()[1], k.shape()[1]);
@@ -73,7 +72,7 @@ pub(super) fn vjp(r: &AttnBackward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grad
     let delta = p.mul(&dp)?.sum(3, true)?;
     let ds = p.mul(&dp.sub(&delta)?)?;
     let dsg = grouped(&ds, sk)?;
-    let mut out: Grads = SmallVec::from_elem(None, 3 + r.mask.is_some() as usize + r.sinks.is_some() as usize);
+    empty_slots(out, 3 + r.mask.is_some() as usize + r.sinks.is_some() as usize);
     if cx.needs_grad(0) {
         out[0] = Some(ungrouped(&dsg.matmul(&k)?.scale(g.scale), d)?);
     }
@@ -91,5 +90,5 @@ pub(super) fn vjp(r: &AttnBackward, cx: &VjpCtx<'_>, gy: &Tensor) -> Result<Grad
             out[i] = Some(ps.mul(&delta)?.sum([0, 2, 3], false)?.neg());
         }
     }
-    Ok(out)
+    Ok(())
 }
