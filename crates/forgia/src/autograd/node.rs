@@ -21,7 +21,8 @@ use crate::tensor::Array;
 /// a higher rank spills to the heap, once per node of a heavy op).
 pub(super) type NodeShape = SmallVec<[usize; 2]>;
 
-/// Gradients a record returns, one slot per operand (`None`: no contribution).
+/// The list a record fills with its gradients ([`Backward::backward`]), one slot per operand
+/// (`None`: no contribution).
 pub(crate) type Grads = SmallVec<[Option<Tensor>; 2]>;
 
 /// Puts `n` empty slots in a record's gradient list, one per operand, for the record to fill

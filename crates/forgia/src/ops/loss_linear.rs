@@ -184,7 +184,8 @@ impl LinearCrossEntropyBackward {
         (off, off + (1.0 - self.eps))
     }
 
-    /// The three gradients in differentiable ops over the full logits (`create_graph`).
+    /// The three gradients in differentiable ops over the full logits (`create_graph`), into
+    /// `out`.
     fn grads_tensor(&self, cx: &VjpCtx<'_>, gy: &Tensor, out: &mut Grads) -> Result<()> {
         let Geometry { tokens, d, v, .. } = self.geometry;
         let h = cx.input(0, &self.h).reshape(&[tokens, d])?;
