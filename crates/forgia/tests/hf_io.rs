@@ -9,26 +9,11 @@ use forgia::nn::{LayerNorm, Linear, Module};
 use forgia::{ErrorKind, Rng, Tensor};
 use safetensors::tensor::{Dtype, TensorView};
 
-/// A scratch directory removed when the test ends, passed or failed.
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = PathBuf;
-    fn deref(&self) -> &PathBuf {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::temp::{temp_dir, TempDir};
 
 fn dir(name: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("forgia-hf-io-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    TempDir(d)
+    temp_dir("hf-io", name)
 }
 
 /// Writes raw entries `(name, dtype, shape, bytes)` as a safetensors file.

@@ -1,33 +1,15 @@
 //! Checkpoints: safetensors round trips, resuming training bit for bit, and corrupted,
 //! truncated or mismatched files that fail cleanly and leave the model untouched.
 
-use std::path::PathBuf;
-
 use forgia::nn::{Linear, Module, Sequential, Tanh};
 use forgia::optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 use forgia::{io, ErrorKind, Rng, Tensor};
 
-/// A fresh directory per test, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::temp::{temp_dir, TempDir};
 
 fn dir(test: &str) -> TempDir {
-    let d = std::env::temp_dir().join(format!("forgia-io-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TempDir(d)
+    temp_dir("io", test)
 }
 
 fn mlp(seed: u64) -> Sequential {

@@ -7,6 +7,7 @@ pub mod identity;
 pub mod isolated;
 pub mod second_order;
 pub mod second_order_unary;
+pub mod temp;
 
 use forgia::{gradcheck, GradcheckOptions, Result, Rng, Tensor};
 
